@@ -1,0 +1,32 @@
+// nnx::Error and the one check macro: errors start with the function in brackets, name the
+// offending values and, where known, the fix.
+#pragma once
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace nnx {
+
+// Every error nnx raises on purpose is an nnx::Error (a std::runtime_error).
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+[[noreturn]] void throw_error(const char* function, const std::string& message);
+}  // namespace detail
+
+}  // namespace nnx
+
+// NNX_CHECK(cond, "fmt", args...): throws nnx::Error("[function] message") when cond is false.
+#define NNX_CHECK(cond, ...)                                                  \
+  do {                                                                        \
+    if (!(cond)) ::nnx::detail::throw_error(__func__, fmt::format(__VA_ARGS__)); \
+  } while (0)
+
+// NNX_FAIL("fmt", args...): throws unconditionally.
+#define NNX_FAIL(...) ::nnx::detail::throw_error(__func__, fmt::format(__VA_ARGS__))

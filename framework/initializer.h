@@ -1,0 +1,35 @@
+// Initializer: a function from (key, global shape, dtype, block) to that block of the array,
+// plus the metadata (sharding annotations) that with_partitioning/with_metadata attach.
+#pragma once
+
+#include <nnx/framework/lazy_array.h>
+#include <nnx/framework/metadata.h>
+#include <nnx/framework/random.h>
+
+#include <functional>
+
+namespace nnx {
+
+struct Initializer {
+  // Returns the values of `block` of the array of global `shape`: equal to that slice of the
+  // whole array, whatever the block (this is what sharded initialization relies on).
+  using Fn = std::function<at::Tensor(const random::Key& key, const Shape& shape,
+                                      at::ScalarType dtype, const Box& block)>;
+  Fn fn;
+  Metadata metadata;
+
+  // A lazily evaluated array: nothing is computed until a variable materializes its blocks.
+  LazyArray operator()(const random::Key& key, Shape shape,
+                       at::ScalarType dtype = at::kFloat) const;
+  // The whole array at once (tests, small tensors).
+  at::Tensor full(const random::Key& key, const Shape& shape,
+                  at::ScalarType dtype = at::kFloat) const;
+};
+
+// Flax's nnx.with_partitioning: the same initializer, annotated with out_sharding = spec.
+Initializer with_partitioning(Initializer init, PartitionSpec spec);
+// Flax's nnx.with_metadata: the same initializer with the given metadata merged in
+// (entries set in `metadata` override those already on `init`).
+Initializer with_metadata(Initializer init, const Metadata& metadata);
+
+}  // namespace nnx

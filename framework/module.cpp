@@ -1,0 +1,80 @@
+// Module field walks, submodule iteration, training flags and shallow copies.
+#include <nnx/framework/error.h>
+#include <nnx/framework/module.h>
+
+namespace nnx {
+
+namespace detail {
+
+std::string join_path(const std::string& prefix, const std::string& name) {
+  if (prefix.empty()) return name;
+  if (name.empty()) return prefix;
+  return prefix + "." + name;
+}
+
+void check_map_key(const std::string& path, const std::string& key) {
+  NNX_CHECK(!key.empty() && key.find('.') == std::string::npos,
+            "map key '{}' under '{}' cannot be empty or contain '.': paths use '.' as separator",
+            key, path);
+}
+
+void visit_module(Module& module, const std::string& path, GraphVisitor& visitor) {
+  if (!visitor.module(path, module)) return;
+  for (const auto& field : module.fields_) {
+    void* address = reinterpret_cast<char*>(&module) + field.offset;
+    field.visit(address, join_path(path, field.name), visitor);
+  }
+}
+
+namespace {
+// Collects modules below a root, optionally stopping at depth one.
+class ModuleCollector : public GraphVisitor {
+ public:
+  explicit ModuleCollector(bool direct_only) : direct_only_(direct_only) {}
+  void variable(const std::string&, Variable&) override {}
+  bool module(const std::string& path, Module& module) override {
+    if (seen_root_ && direct_only_) {
+      found.emplace_back(path, &module);
+      return false;
+    }
+    if (seen_root_ || !direct_only_) found.emplace_back(path, &module);
+    seen_root_ = true;
+    return true;
+  }
+  std::vector<std::pair<std::string, Module*>> found;
+
+ private:
+  bool direct_only_;
+  bool seen_root_ = false;
+};
+}  // namespace
+
+}  // namespace detail
+
+std::vector<std::pair<std::string, Module*>> Module::children() {
+  detail::ModuleCollector collector(true);
+  detail::visit_module(*this, "", collector);
+  return std::move(collector.found);
+}
+
+std::vector<std::pair<std::string, Module*>> Module::iter_modules() {
+  detail::ModuleCollector collector(false);
+  detail::visit_module(*this, "", collector);
+  return std::move(collector.found);
+}
+
+std::string Module::type_name() const { return detail::type_display_name(typeid(*this)); }
+
+std::unique_ptr<Module> Module::shallow_copy() const {
+  NNX_CHECK(copier_ != nullptr && *copier_type_ == typeid(*this),
+            "{} declares no NNX_FIELD of its own, so nnx cannot copy it as a {}; declare its "
+            "variables and submodules with NNX_FIELD",
+            type_name(), type_name());
+  return copier_(*this);
+}
+
+void Module::set_training(bool training) {
+  for (auto& [path, module] : iter_modules()) module->training_ = training;
+}
+
+}  // namespace nnx

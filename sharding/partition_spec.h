@@ -1,0 +1,60 @@
+// PartitionSpec (alias P): per array dim, no mesh axis, one axis name, or a tuple of names,
+// as jax.sharding.PartitionSpec. Names may be mesh axes or logical names (see sharding_rules).
+#pragma once
+
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace nnx {
+
+// Written where JAX writes None: P("data", nnx::none).
+inline constexpr std::nullopt_t none = std::nullopt;
+
+// One entry of a spec: empty = none (replicated along that dim), else the axes, major first.
+class SpecEntry {
+ public:
+  SpecEntry() = default;
+  SpecEntry(std::nullopt_t) {}
+  SpecEntry(std::nullptr_t) {}
+  SpecEntry(const char* name) : names_{name} {}
+  SpecEntry(std::string name) : names_{std::move(name)} {}
+  SpecEntry(std::initializer_list<std::string_view> names);
+  explicit SpecEntry(std::vector<std::string> names) : names_(std::move(names)) {}
+
+  bool is_none() const { return names_.empty(); }
+  const std::vector<std::string>& names() const { return names_; }
+  std::string to_string() const;  // None, 'data', ('data', 'model')
+  bool operator==(const SpecEntry&) const = default;
+
+ private:
+  std::vector<std::string> names_;
+};
+
+class PartitionSpec {
+ public:
+  PartitionSpec() = default;
+  PartitionSpec(std::initializer_list<SpecEntry> entries) : entries_(entries) {}
+  template <class... Entries>
+    requires(sizeof...(Entries) > 0 && (std::is_constructible_v<SpecEntry, Entries> && ...))
+  explicit PartitionSpec(Entries&&... entries)
+      : entries_{SpecEntry(std::forward<Entries>(entries))...} {}
+  explicit PartitionSpec(std::vector<SpecEntry> entries) : entries_(std::move(entries)) {}
+
+  size_t size() const { return entries_.size(); }
+  const SpecEntry& operator[](size_t dim) const { return entries_.at(dim); }
+  const std::vector<SpecEntry>& entries() const { return entries_; }
+  // Every axis name used, in order of appearance.
+  std::vector<std::string> axis_names() const;
+  std::string to_string() const;  // PartitionSpec('data', None)
+  bool operator==(const PartitionSpec&) const = default;
+
+ private:
+  std::vector<SpecEntry> entries_;
+};
+
+using P = PartitionSpec;
+
+}  // namespace nnx
