@@ -1,4 +1,4 @@
-// Mesh validation and lookups.
+// Mesh validation, rank/coordinate maps, and the sub-communicators of a bound mesh.
 #include <nnx/framework/error.h>
 #include <nnx/sharding/mesh.h>
 
@@ -11,6 +11,7 @@ Mesh::Mesh(std::vector<int64_t> shape, std::vector<std::string> axis_names)
   NNX_CHECK(shape_.size() == axis_names_.size(),
             "mesh shape ({}) and axis names ({}) differ in length; give one name per axis",
             fmt::join(shape_, ", "), fmt::join(axis_names_, ", "));
+  NNX_CHECK(shape_.size() <= 16, "a mesh has at most 16 axes, got {}", shape_.size());
   for (size_t i = 0; i < shape_.size(); ++i) {
     NNX_CHECK(shape_[i] >= 1, "mesh axis '{}' has size {}; sizes must be >= 1", axis_names_[i],
               shape_[i]);
@@ -37,6 +38,80 @@ std::string Mesh::to_string() const {
   for (size_t i = 0; i < shape_.size(); ++i)
     parts.push_back(fmt::format("'{}': {}", axis_names_[i], shape_[i]));
   return fmt::format("Mesh({})", fmt::join(parts, ", "));
+}
+
+std::vector<int64_t> Mesh::coordinates_of(int64_t rank) const {
+  NNX_CHECK(rank >= 0 && rank < size(), "rank {} is outside a mesh of {} processes", rank, size());
+  std::vector<int64_t> coords(shape_.size());
+  for (int64_t d = ndim() - 1; d >= 0; --d) {
+    coords[d] = rank % shape_[d];
+    rank /= shape_[d];
+  }
+  return coords;
+}
+
+int64_t Mesh::rank_of(const std::vector<int64_t>& coordinates) const {
+  NNX_CHECK(coordinates.size() == shape_.size(), "{} coordinates for a mesh of {} axes",
+            coordinates.size(), shape_.size());
+  int64_t rank = 0;
+  for (size_t d = 0; d < shape_.size(); ++d) {
+    NNX_CHECK(coordinates[d] >= 0 && coordinates[d] < shape_[d],
+              "coordinate {} on axis '{}' of size {}", coordinates[d], axis_names_[d], shape_[d]);
+    rank = rank * shape_[d] + coordinates[d];
+  }
+  return rank;
+}
+
+int64_t Mesh::rank() const {
+  NNX_CHECK(is_bound(), "{} is a description only; use nnx::make_mesh for a mesh of processes",
+            to_string());
+  return comms_.rbegin()->second.rank();  // the all-axes communicator is the world, in order
+}
+
+uint64_t Mesh::axes_mask(const std::vector<std::string>& axes) const {
+  uint64_t mask = 0;
+  for (const auto& a : axes) {
+    uint64_t bit = uint64_t{1} << axis_index(a);
+    NNX_CHECK(!(mask & bit), "axis '{}' is named twice in ({})", a, fmt::join(axes, ", "));
+    mask |= bit;
+  }
+  return mask;
+}
+
+const Communicator& Mesh::comm(const std::vector<std::string>& axes) const {
+  NNX_CHECK(is_bound(), "{} is a description only; use nnx::make_mesh for a mesh of processes",
+            to_string());
+  uint64_t mask = axes_mask(axes);
+  NNX_CHECK(mask != 0, "a communicator needs at least one axis of {}", to_string());
+  return comms_.at(mask);
+}
+
+std::shared_ptr<const Mesh> make_mesh(std::vector<int64_t> shape,
+                                      std::vector<std::string> axis_names) {
+  auto mesh = std::make_shared<Mesh>(std::move(shape), std::move(axis_names));
+  auto world = Communicator::world();
+  NNX_CHECK(mesh->size() == world.size(),
+            "{} has {} positions but the world has {} processes; run with mpirun -np {} or "
+            "choose a mesh whose sizes multiply to {}",
+            mesh->to_string(), mesh->size(), world.size(), mesh->size(), world.size());
+  auto coords = mesh->coordinates_of(world.rank());
+  const uint64_t all = (uint64_t{1} << mesh->ndim()) - 1;
+  for (uint64_t mask = 1; mask <= all; ++mask) {
+    // color: position on the axes outside the mask; key: position on the axes inside it.
+    int64_t color = 0, key = 0;
+    std::vector<std::string> names;
+    for (int64_t d = 0; d < mesh->ndim(); ++d) {
+      if (mask & (uint64_t{1} << d)) {
+        key = key * mesh->shape_[d] + coords[d];
+        names.push_back(mesh->axis_names_[d]);
+      } else {
+        color = color * mesh->shape_[d] + coords[d];
+      }
+    }
+    mesh->comms_.emplace(mask, world.split(static_cast<int>(color), static_cast<int>(key),
+                                           fmt::format("{}", fmt::join(names, "+"))));
+  }
+  return mesh;
 }
 
 }  // namespace nnx

@@ -1,0 +1,283 @@
+// The MPI engine of Communicator, and the debug-mode agreement check.
+#include <nnx/framework/error.h>
+#include <nnx/sharding/communicator.h>
+#include <nnx/sharding/world.h>
+
+#include <mpi.h>
+#include <torch/torch.h>
+
+#include <array>
+#include <atomic>
+#include <climits>
+#include <cstdlib>
+
+namespace nnx {
+
+namespace detail {
+
+struct CommImpl {
+  MPI_Comm comm = MPI_COMM_NULL;
+  bool owned = false;
+  int rank = 0;
+  int size = 1;
+  ~CommImpl() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owned && !finalized) MPI_Comm_free(&comm);
+  }
+};
+
+}  // namespace detail
+
+namespace {
+
+std::atomic<int> checking_mode{-1};  // -1: read the environment on first use
+
+void check(int code, const char* what) {
+  if (code != MPI_SUCCESS) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(code, text, &len);
+    NNX_FAIL("{} failed: {}", what, std::string(text, len));
+  }
+}
+
+void check_cpu(const at::Tensor& t, const char* who) {
+  if (!t.device().is_cpu())
+    detail::throw_error(who, fmt::format("tensor on {} needs the NCCL engine; this build has only "
+                                         "the MPI engine for CPU tensors",
+                                         t.device().str()));
+}
+
+int count_of(int64_t n, const char* who) {
+  if (n > INT_MAX)
+    detail::throw_error(who, fmt::format("{} elements exceed one MPI call's int count; split the "
+                                         "tensor", n));
+  return static_cast<int>(n);
+}
+
+// MPI type for reductions; half types are reduced in float32.
+MPI_Datatype mpi_type(at::ScalarType t, const char* who) {
+  switch (t) {
+    case at::kFloat: return MPI_FLOAT;
+    case at::kDouble: return MPI_DOUBLE;
+    case at::kLong: return MPI_INT64_T;
+    case at::kInt: return MPI_INT32_T;
+    case at::kShort: return MPI_INT16_T;
+    case at::kChar: return MPI_INT8_T;
+    case at::kByte: return MPI_UINT8_T;
+    default:
+      detail::throw_error(who, fmt::format("no reduction for dtype {}", c10::toString(t)));
+  }
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return MPI_SUM;
+    case ReduceOp::max: return MPI_MAX;
+    case ReduceOp::min: return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+bool reduced_in_float(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
+
+int64_t normalize_dim(int64_t dim, int64_t ndim, const char* who) {
+  int64_t d = dim < 0 ? dim + ndim : dim;
+  if (d < 0 || d >= ndim)
+    detail::throw_error(who, fmt::format("dim {} is out of range for a tensor of rank {}", dim, ndim));
+  return d;
+}
+
+// Debug mode: all members must call the same collective on the same dtype and shape.
+void agree(const detail::CommImpl& c, const char* op, const at::Tensor& t, int64_t extra) {
+  if (!Communicator::checking() || c.size == 1) return;
+  constexpr int kWords = 12;
+  std::array<int64_t, kWords> mine{};
+  mine[0] = static_cast<int64_t>(std::hash<std::string>{}(op) & 0x7fffffff);
+  mine[1] = static_cast<int64_t>(t.scalar_type());
+  mine[2] = t.dim();
+  mine[3] = extra;
+  for (int64_t d = 0; d < std::min<int64_t>(t.dim(), kWords - 4); ++d) mine[4 + d] = t.size(d);
+  std::vector<int64_t> all(kWords * c.size);
+  check(MPI_Allgather(mine.data(), kWords, MPI_INT64_T, all.data(), kWords, MPI_INT64_T, c.comm),
+        "MPI_Allgather");
+  bool same = true;
+  for (int r = 1; r < c.size && same; ++r)
+    same = std::equal(all.begin(), all.begin() + kWords, all.begin() + r * kWords);
+  if (same) return;
+  std::string table;
+  for (int r = 0; r < c.size; ++r) {
+    const int64_t* s = all.data() + r * kWords;
+    std::vector<int64_t> shape(s + 4, s + 4 + std::min<int64_t>(s[2], kWords - 4));
+    table += fmt::format("\n  rank {}: op#{} {} shape ({}) arg {}", r, s[0],
+                         c10::toString(static_cast<at::ScalarType>(s[1])), fmt::join(shape, ", "),
+                         s[3]);
+  }
+  detail::throw_error(op, fmt::format("members disagree on the collective (rank {} called {} with "
+                                      "{} ({})):{}",
+                                      c.rank, op, c10::toString(t.scalar_type()),
+                                      fmt::join(t.sizes(), ", "), table));
+}
+
+}  // namespace
+
+Communicator::Communicator(std::shared_ptr<detail::CommImpl> impl, std::string name)
+    : impl_(std::move(impl)), name_(std::move(name)) {}
+
+Communicator Communicator::world() {
+  static Communicator world = [] {
+    detail::ensure_mpi();
+    auto impl = std::make_shared<detail::CommImpl>();
+    impl->comm = MPI_COMM_WORLD;
+    MPI_Comm_rank(impl->comm, &impl->rank);
+    MPI_Comm_size(impl->comm, &impl->size);
+    return Communicator(impl, "world");
+  }();
+  return world;
+}
+
+int Communicator::rank() const { return impl_->rank; }
+int Communicator::size() const { return impl_->size; }
+
+void Communicator::set_checking(bool on) { checking_mode = on ? 1 : 0; }
+
+bool Communicator::checking() {
+  int mode = checking_mode.load();
+  if (mode < 0) {
+    const char* env = std::getenv("NNX_CHECK_COLLECTIVES");
+    mode = env != nullptr && std::string(env) != "0" ? 1 : 0;
+    checking_mode = mode;
+  }
+  return mode == 1;
+}
+
+void Communicator::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
+  check_cpu(tensor, "all_reduce");
+  agree(*impl_, "all_reduce", tensor, static_cast<int64_t>(op));
+  if (impl_->size == 1) return;
+  at::Tensor buffer = reduced_in_float(tensor.scalar_type())
+                          ? tensor.to(at::kFloat).contiguous()
+                          : tensor.contiguous();
+  check(MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), count_of(buffer.numel(), "all_reduce"),
+                      mpi_type(buffer.scalar_type(), "all_reduce"), mpi_op(op), impl_->comm),
+        "MPI_Allreduce");
+  if (!buffer.is_same(tensor)) tensor.copy_(buffer);
+}
+
+at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const {
+  check_cpu(tensor, "all_gather");
+  dim = normalize_dim(dim, std::max<int64_t>(tensor.dim(), 1), "all_gather");
+  agree(*impl_, "all_gather", tensor, dim);
+  if (impl_->size == 1) return tensor;
+  at::Tensor local = tensor.contiguous();
+  auto sizes = local.sizes().vec();
+  sizes.insert(sizes.begin(), impl_->size);
+  at::Tensor stacked = torch::empty(sizes, local.options());
+  int64_t bytes = local.numel() * static_cast<int64_t>(local.element_size());
+  check(MPI_Allgather(local.data_ptr(), count_of(bytes, "all_gather"), MPI_BYTE,
+                      stacked.data_ptr(), count_of(bytes, "all_gather"), MPI_BYTE, impl_->comm),
+        "MPI_Allgather");
+  if (tensor.dim() == 0) return stacked;
+  return torch::cat(stacked.unbind(0), dim);
+}
+
+at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) const {
+  check_cpu(tensor, "reduce_scatter");
+  dim = normalize_dim(dim, tensor.dim(), "reduce_scatter");
+  NNX_CHECK(tensor.size(dim) % impl_->size == 0,
+            "dim {} of size {} does not split evenly over {} members", dim, tensor.size(dim),
+            impl_->size);
+  agree(*impl_, "reduce_scatter", tensor, dim);
+  if (impl_->size == 1) return tensor;
+  at::Tensor input = reduced_in_float(tensor.scalar_type()) ? tensor.to(at::kFloat) : tensor;
+  at::Tensor stacked = torch::stack(input.chunk(impl_->size, dim), 0).contiguous();
+  auto chunk_sizes = stacked.sizes().vec();
+  chunk_sizes.erase(chunk_sizes.begin());
+  at::Tensor out = torch::empty(chunk_sizes, stacked.options());
+  check(MPI_Reduce_scatter_block(stacked.data_ptr(), out.data_ptr(),
+                                 count_of(out.numel(), "reduce_scatter"),
+                                 mpi_type(out.scalar_type(), "reduce_scatter"), MPI_SUM,
+                                 impl_->comm),
+        "MPI_Reduce_scatter_block");
+  return out.to(tensor.scalar_type());
+}
+
+at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
+                                    int64_t concat_dim) const {
+  check_cpu(tensor, "all_to_all");
+  split_dim = normalize_dim(split_dim, tensor.dim(), "all_to_all");
+  concat_dim = normalize_dim(concat_dim, tensor.dim(), "all_to_all");
+  NNX_CHECK(tensor.size(split_dim) % impl_->size == 0,
+            "dim {} of size {} does not split evenly over {} members", split_dim,
+            tensor.size(split_dim), impl_->size);
+  agree(*impl_, "all_to_all", tensor, split_dim * 64 + concat_dim);
+  if (impl_->size == 1) return tensor;
+  at::Tensor stacked = torch::stack(tensor.chunk(impl_->size, split_dim), 0).contiguous();
+  at::Tensor received = torch::empty_like(stacked);
+  int64_t bytes = stacked.numel() / impl_->size * static_cast<int64_t>(stacked.element_size());
+  check(MPI_Alltoall(stacked.data_ptr(), count_of(bytes, "all_to_all"), MPI_BYTE,
+                     received.data_ptr(), count_of(bytes, "all_to_all"), MPI_BYTE, impl_->comm),
+        "MPI_Alltoall");
+  return torch::cat(received.unbind(0), concat_dim);
+}
+
+void Communicator::broadcast_(at::Tensor& tensor, int root) const {
+  check_cpu(tensor, "broadcast");
+  NNX_CHECK(root >= 0 && root < impl_->size, "root {} is not a member of a group of {}", root,
+            impl_->size);
+  agree(*impl_, "broadcast", tensor, root);
+  if (impl_->size == 1) return;
+  at::Tensor buffer = tensor.contiguous();
+  int64_t bytes = buffer.numel() * static_cast<int64_t>(buffer.element_size());
+  check(MPI_Bcast(buffer.data_ptr(), count_of(bytes, "broadcast"), MPI_BYTE, root, impl_->comm),
+        "MPI_Bcast");
+  if (!buffer.is_same(tensor)) tensor.copy_(buffer);
+}
+
+at::Tensor Communicator::permute(const at::Tensor& tensor,
+                                 const std::vector<std::pair<int, int>>& pairs) const {
+  check_cpu(tensor, "permute");
+  std::vector<int> source_of(impl_->size, -1), dest_of(impl_->size, -1);
+  for (auto [src, dst] : pairs) {
+    NNX_CHECK(src >= 0 && src < impl_->size && dst >= 0 && dst < impl_->size,
+              "pair ({}, {}) names a member outside 0..{}", src, dst, impl_->size - 1);
+    NNX_CHECK(dest_of[src] < 0 && source_of[dst] < 0,
+              "pair ({}, {}) repeats a source or a destination; ppermute pairs form a permutation",
+              src, dst);
+    dest_of[src] = dst;
+    source_of[dst] = src;
+  }
+  agree(*impl_, "permute", tensor, static_cast<int64_t>(pairs.size()));
+  at::Tensor local = tensor.contiguous();
+  at::Tensor out = torch::zeros_like(local);
+  int me = impl_->rank;
+  if (dest_of[me] == me) return local.clone();
+  int64_t bytes = local.numel() * static_cast<int64_t>(local.element_size());
+  int count = count_of(bytes, "permute");
+  MPI_Request requests[2];
+  int n = 0;
+  if (source_of[me] >= 0)
+    check(MPI_Irecv(out.data_ptr(), count, MPI_BYTE, source_of[me], 7, impl_->comm, &requests[n++]),
+          "MPI_Irecv");
+  if (dest_of[me] >= 0)
+    check(MPI_Isend(local.data_ptr(), count, MPI_BYTE, dest_of[me], 7, impl_->comm, &requests[n++]),
+          "MPI_Isend");
+  check(MPI_Waitall(n, requests, MPI_STATUSES_IGNORE), "MPI_Waitall");
+  return out;
+}
+
+void Communicator::barrier() const {
+  if (impl_->size > 1) check(MPI_Barrier(impl_->comm), "MPI_Barrier");
+}
+
+Communicator Communicator::split(int color, int key, std::string name) const {
+  auto impl = std::make_shared<detail::CommImpl>();
+  check(MPI_Comm_split(impl_->comm, color, key, &impl->comm), "MPI_Comm_split");
+  impl->owned = true;
+  MPI_Comm_rank(impl->comm, &impl->rank);
+  MPI_Comm_size(impl->comm, &impl->size);
+  return Communicator(impl, std::move(name));
+}
+
+}  // namespace nnx

@@ -1,0 +1,59 @@
+// Communicator: collectives over a group of processes on local tensors. The MPI engine serves
+// CPU tensors; a group of one makes every collective the identity, so code runs anywhere.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace nnx {
+
+enum class ReduceOp { sum, max, min };
+
+namespace detail {
+struct CommImpl;
+}
+
+class Communicator {
+ public:
+  // The whole MPI world (initialized on first use; a plain run is a world of one).
+  static Communicator world();
+
+  int rank() const;
+  int size() const;
+  std::string name() const { return name_; }
+
+  // In place: every member ends with the reduction of all members' tensors.
+  void all_reduce_(at::Tensor& tensor, ReduceOp op = ReduceOp::sum) const;
+  // Members' tensors concatenated along dim, in member order (tiled, as jax all_gather tiled).
+  at::Tensor all_gather(const at::Tensor& tensor, int64_t dim = 0) const;
+  // The sum over members, split along dim into size() chunks; member i keeps chunk i.
+  at::Tensor reduce_scatter(const at::Tensor& tensor, int64_t dim = 0) const;
+  // Splits along split_dim into size() chunks, sends chunk j to member j, and concatenates the
+  // received chunks along concat_dim in member order.
+  at::Tensor all_to_all(const at::Tensor& tensor, int64_t split_dim, int64_t concat_dim) const;
+  // In place: every member ends with root's tensor.
+  void broadcast_(at::Tensor& tensor, int root = 0) const;
+  // jax.lax.ppermute: pairs (source, destination); a member no pair sends to gets zeros.
+  at::Tensor permute(const at::Tensor& tensor, const std::vector<std::pair<int, int>>& pairs) const;
+  void barrier() const;
+
+  // Splits this group: members with equal color form a group, ordered by key.
+  Communicator split(int color, int key, std::string name) const;
+
+  // Debug mode (env NNX_CHECK_COLLECTIVES=1, or set here): every collective first checks that
+  // all members agree on the operation, dtype and shape, and throws on every member if not.
+  static void set_checking(bool on);
+  static bool checking();
+
+ private:
+  Communicator(std::shared_ptr<detail::CommImpl> impl, std::string name);
+  std::shared_ptr<detail::CommImpl> impl_;
+  std::string name_;
+};
+
+}  // namespace nnx

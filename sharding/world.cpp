@@ -1,0 +1,31 @@
+// MPI start-up on first use and the world's rank and size.
+#include <nnx/sharding/communicator.h>
+#include <nnx/sharding/world.h>
+
+#include <mpi.h>
+
+#include <cstdlib>
+
+namespace nnx {
+
+namespace detail {
+
+void ensure_mpi() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return;
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  std::atexit([] {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  });
+}
+
+}  // namespace detail
+
+int world_rank() { return Communicator::world().rank(); }
+int world_size() { return Communicator::world().size(); }
+
+}  // namespace nnx
