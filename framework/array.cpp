@@ -1,21 +1,56 @@
-// Array construction and dtype names.
+// Array construction, placements and blocks.
 #include <nnx/framework/array.h>
 #include <nnx/framework/error.h>
+#include <nnx/sharding/spec_check.h>
 
 #include <torch/torch.h>
 
+#include <algorithm>
+
 namespace nnx {
+
+std::string Placement::to_string() const {
+  switch (kind) {
+    case Kind::replicate: return "R";
+    case Kind::shard: return fmt::format("S({})", dim);
+    case Kind::partial: return "P";
+  }
+  return "?";
+}
 
 Array::Array(at::Tensor full) : local_(std::move(full)) {
   if (local_.defined()) shape_ = local_.sizes().vec();
+  spec_ = pad_spec(P(), shape_.size());
 }
 
 Array Array::abstract(const Shape& shape, at::ScalarType dtype) {
   return Array(torch::empty(shape, torch::TensorOptions().dtype(dtype).device(torch::kMeta)));
 }
 
-Array Array::with_local(at::Tensor local) const {
-  Array out = *this;
+Array Array::from_local(at::Tensor local, Shape global_shape, NamedSharding sharding,
+                        std::vector<std::string> partial_axes) {
+  NNX_CHECK(sharding.mesh != nullptr, "a sharded Array needs a mesh");
+  auto spec = pad_spec(sharding.spec, global_shape.size());
+  check_spec(spec, global_shape, *sharding.mesh, "Array::from_local");
+  const auto sharded_axes = spec.axis_names();
+  for (const auto& a : partial_axes) {
+    sharding.mesh->axis_index(a);
+    NNX_CHECK(std::count(partial_axes.begin(), partial_axes.end(), a) == 1 &&
+                  std::find(sharded_axes.begin(), sharded_axes.end(), a) == sharded_axes.end(),
+              "axis '{}' cannot be both partial and sharding a dim, or partial twice", a);
+  }
+  Array out;
+  out.shape_ = std::move(global_shape);
+  out.mesh_ = std::move(sharding.mesh);
+  out.spec_ = std::move(spec);
+  out.partial_axes_ = std::move(partial_axes);
+  if (local.defined() && !local.is_meta() && out.mesh_->is_bound()) {
+    auto box = out.local_box();
+    NNX_CHECK(local.sizes().vec() == box.size,
+              "local block of shape {} given where {} lays out blocks of shape {} (global {})",
+              to_string(local.sizes().vec()), out.spec_.to_string(), to_string(box.size),
+              to_string(out.shape_));
+  }
   out.local_ = std::move(local);
   return out;
 }
@@ -25,6 +60,64 @@ bool Array::is_abstract() const { return local_.defined() && local_.is_meta(); }
 at::ScalarType Array::dtype() const {
   NNX_CHECK(local_.defined(), "the array is empty (a variable that was popped or never set)");
   return local_.scalar_type();
+}
+
+std::optional<NamedSharding> Array::sharding() const {
+  if (!mesh_) return std::nullopt;
+  return NamedSharding{mesh_, spec_};
+}
+
+void Array::set_sharding(std::optional<NamedSharding> sharding) {
+  if (!sharding) {
+    mesh_.reset();
+    spec_ = pad_spec(P(), shape_.size());
+    partial_axes_.clear();
+    return;
+  }
+  auto spec = pad_spec(sharding->spec, shape_.size());
+  check_spec(spec, shape_, *sharding->mesh, "Array::set_sharding");
+  mesh_ = std::move(sharding->mesh);
+  spec_ = std::move(spec);
+}
+
+std::vector<Placement> Array::placements() const {
+  if (!mesh_) return {};
+  std::vector<Placement> out(mesh_->ndim());
+  for (size_t d = 0; d < spec_.size(); ++d)
+    for (const auto& a : spec_[d].names()) out[mesh_->axis_index(a)] = Placement::Shard(d);
+  for (const auto& a : partial_axes_) out[mesh_->axis_index(a)] = Placement::Partial();
+  return out;
+}
+
+bool Array::is_fully_replicated() const {
+  return !mesh_ || (spec_.axis_names().empty() && partial_axes_.empty());
+}
+
+Box Array::local_box() const {
+  if (!mesh_) return Box::whole(shape_);
+  return block_of(shape_, spec_, *mesh_, mesh_->coordinates());
+}
+
+Array Array::with_local(at::Tensor local) const {
+  Array out = *this;
+  out.local_ = std::move(local);
+  return out;
+}
+
+Box block_of(const Shape& shape, const PartitionSpec& spec, const Mesh& mesh,
+             const std::vector<int64_t>& coordinates) {
+  Box box = Box::whole(shape);
+  for (size_t d = 0; d < spec.size() && d < shape.size(); ++d) {
+    int64_t index = 0, ways = 1;
+    for (const auto& a : spec[d].names()) {
+      int64_t axis = mesh.axis_index(a);
+      index = index * mesh.shape()[axis] + coordinates[axis];
+      ways *= mesh.shape()[axis];
+    }
+    box.size[d] = shape[d] / ways;
+    box.start[d] = index * box.size[d];
+  }
+  return box;
 }
 
 std::string dtype_name(at::ScalarType dtype) {

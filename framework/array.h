@@ -1,5 +1,7 @@
-// Array: the value of a variable. A local tensor plus the global shape and an optional
-// NamedSharding; an abstract Array (inside eval_shape) has shape and dtype but no storage.
+// Array: the value of a variable, a global-view array. This process's block (a tensor) plus the
+// global shape and, when sharded, the mesh, the spec (which mesh axes split which dim) and the
+// mesh axes along which the value is a pending sum (Partial). Without a mesh it is a thin
+// wrapper over the whole tensor. An abstract Array (eval_shape) has shape and dtype only.
 #pragma once
 
 #include <nnx/framework/shape.h>
@@ -7,17 +9,40 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace nnx {
+
+// How an array lies along one mesh axis: split along a dim, copied, or a pending sum.
+struct Placement {
+  enum class Kind { replicate, shard, partial };
+  Kind kind = Kind::replicate;
+  int64_t dim = -1;  // for shard
+
+  static Placement Replicate() { return {}; }
+  static Placement Shard(int64_t dim) { return {Kind::shard, dim}; }
+  static Placement Partial() { return {Kind::partial, -1}; }
+  bool is_shard() const { return kind == Kind::shard; }
+  bool is_partial() const { return kind == Kind::partial; }
+  bool is_replicate() const { return kind == Kind::replicate; }
+  std::string to_string() const;  // R, S(0), P
+  bool operator==(const Placement&) const = default;
+};
 
 class Array {
  public:
   Array() = default;
-  // A whole (unsharded) array.
+  // A whole array on no mesh.
   Array(at::Tensor full);  // NOLINT: implicit, a tensor is an Array on one device
-  // Shape and dtype only: a tensor on the meta device stands in for the values.
+  // Shape and dtype only: a meta tensor of the global shape stands in for the values.
   static Array abstract(const Shape& shape, at::ScalarType dtype);
+  // This process's block of a sharded array, as laid out by `sharding` (no communication).
+  // `partial_axes`: mesh axes along which the blocks are still to be summed.
+  static Array from_local(at::Tensor local, Shape global_shape, NamedSharding sharding,
+                          std::vector<std::string> partial_axes = {});
 
   bool defined() const { return local_.defined(); }
   bool is_abstract() const;
@@ -25,19 +50,40 @@ class Array {
   int64_t ndim() const { return static_cast<int64_t>(shape_.size()); }
   int64_t numel() const { return nnx::numel(shape_); }
   at::ScalarType dtype() const;
-  // This process's block of the array (today the whole array).
+  // This process's block of the array (the whole array when not sharded).
   const at::Tensor& local() const { return local_; }
-  const std::optional<NamedSharding>& sharding() const { return sharding_; }
-  void set_sharding(std::optional<NamedSharding> sharding) { sharding_ = std::move(sharding); }
-  // The same global array description (shape, sharding) over another local tensor.
+  at::Tensor to_local() const { return local_; }
+
+  // Sharding: absent for an array on no mesh.
+  std::optional<NamedSharding> sharding() const;
+  void set_sharding(std::optional<NamedSharding> sharding);
+  const std::shared_ptr<const Mesh>& mesh() const { return mesh_; }
+  // The spec over mesh axes, one entry per dim (all none when not sharded).
+  const PartitionSpec& spec() const { return spec_; }
+  const std::vector<std::string>& partial_axes() const { return partial_axes_; }
+  // One placement per mesh axis, in mesh order.
+  std::vector<Placement> placements() const;
+  // True when every process holds the whole value (no Shard, no Partial).
+  bool is_fully_replicated() const;
+  // The global index box of this process's block.
+  Box local_box() const;
+
+  // The same global array description over another local tensor.
   Array with_local(at::Tensor local) const;
 
  private:
   at::Tensor local_;
   Shape shape_;
-  std::optional<NamedSharding> sharding_;
+  std::shared_ptr<const Mesh> mesh_;
+  PartitionSpec spec_;
+  std::vector<std::string> partial_axes_;
 };
 
 std::string dtype_name(at::ScalarType dtype);  // JAX's spelling: float32, bfloat16, int64 ...
+
+// The block of an array of `shape` laid out by `spec` (mesh axes) that the process at mesh
+// `coordinates` holds: dim d split row-major over its axes, major first.
+Box block_of(const Shape& shape, const PartitionSpec& spec, const Mesh& mesh,
+             const std::vector<int64_t>& coordinates);
 
 }  // namespace nnx

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <climits>
 #include <cstdlib>
+#include <mutex>
 
 namespace nnx {
 
@@ -122,8 +123,27 @@ void agree(const detail::CommImpl& c, const char* op, const at::Tensor& t, int64
 
 }  // namespace
 
+namespace {
+// Communicators by id; they live until exit (there are few: the world and the mesh groups).
+std::mutex registry_mutex;
+std::vector<Communicator>& registry() {
+  static std::vector<Communicator> all;
+  return all;
+}
+}  // namespace
+
 Communicator::Communicator(std::shared_ptr<detail::CommImpl> impl, std::string name)
-    : impl_(std::move(impl)), name_(std::move(name)) {}
+    : impl_(std::move(impl)), name_(std::move(name)) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  id_ = static_cast<int64_t>(registry().size());
+  registry().push_back(*this);
+}
+
+Communicator Communicator::by_id(int64_t id) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  NNX_CHECK(id >= 0 && id < static_cast<int64_t>(registry().size()), "no communicator #{}", id);
+  return registry()[id];
+}
 
 Communicator Communicator::world() {
   static Communicator world = [] {

@@ -50,10 +50,15 @@ class Communicator {
   static void set_checking(bool on);
   static bool checking();
 
+  // Every communicator gets a process-wide id; autograd nodes keep the id, not the object.
+  int64_t id() const { return id_; }
+  static Communicator by_id(int64_t id);
+
  private:
   Communicator(std::shared_ptr<detail::CommImpl> impl, std::string name);
   std::shared_ptr<detail::CommImpl> impl_;
   std::string name_;
+  int64_t id_ = 0;
 };
 
 }  // namespace nnx

@@ -1,0 +1,35 @@
+// Resolving the specs of a State's variables.
+#include <nnx/framework/error.h>
+#include <nnx/sharding/logical_rules.h>
+#include <nnx/sharding/spec_check.h>
+#include <nnx/sharding/state_sharding.h>
+
+namespace nnx {
+
+PartitionSpec resolve_partition_spec(const std::string& path, const Variable& variable) {
+  const auto& md = variable.metadata();
+  size_t rank = variable.shape().size();
+  if (!md.out_sharding) return pad_spec(P(), rank);
+  auto rules = combine_rules(current_logical_axis_rules(),
+                             md.sharding_rules.value_or(ShardingRules{}),
+                             fmt::format("'{}' (its sharding_rules and the active scope)", path));
+  return pad_spec(apply_rules(*md.out_sharding, rules), std::max(rank, md.out_sharding->size()));
+}
+
+PathMap<PartitionSpec> get_partition_spec(const State& state) {
+  PathMap<PartitionSpec> out;
+  for (const auto& [path, v] : state) out.emplace_back(path, resolve_partition_spec(path, v));
+  return out;
+}
+
+PathMap<NamedSharding> get_named_sharding(const State& state, std::shared_ptr<const Mesh> mesh) {
+  PathMap<NamedSharding> out;
+  for (const auto& [path, v] : state) {
+    auto spec = resolve_partition_spec(path, v);
+    check_spec(spec, v.shape(), *mesh, path);
+    out.emplace_back(path, NamedSharding{mesh, spec});
+  }
+  return out;
+}
+
+}  // namespace nnx
