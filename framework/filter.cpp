@@ -27,10 +27,6 @@ Filter PathContains(std::string name) {
       std::move(description));
 }
 
-const Filter Everything{[](const std::string&, const Variable&) { return true; }, "Everything",
-                        true};
-const Filter Nothing{[](const std::string&, const Variable&) { return false; }, "Nothing"};
-
 Filter Not(Filter filter) {
   auto description = "Not(" + filter.description() + ")";
   return Filter([f = std::move(filter)](const std::string& p,

@@ -45,8 +45,10 @@ inline const Filter OfType{
 // Matches when one element of the dotted path equals `name` ("kernel" in "fc1.kernel").
 Filter PathContains(std::string name);
 
-extern const Filter Everything;
-extern const Filter Nothing;
+// inline: initialized before any later definition in every file that includes this header.
+inline const Filter Everything{[](const std::string&, const Variable&) { return true; },
+                               "Everything", true};
+inline const Filter Nothing{[](const std::string&, const Variable&) { return false; }, "Nothing"};
 Filter Not(Filter filter);
 Filter any_of(std::vector<Filter> filters);
 Filter all_of(std::vector<Filter> filters);

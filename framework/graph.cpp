@@ -52,12 +52,12 @@ class Remapper : public GraphVisitor {
     VariableAccess::reset(handle, it->second);
   }
 
-  std::shared_ptr<Module> shared_module(const std::string&,
-                                        const std::shared_ptr<Module>& module) override {
+  std::shared_ptr<Module> shared_module(const std::string&, const std::shared_ptr<Module>& module,
+                                        ModuleCopier copy_module) override {
     if (copies_made_.count(module.get())) return module;
     auto it = module_copies_.find(module.get());
     if (it == module_copies_.end()) {
-      std::shared_ptr<Module> copy = module->shallow_copy();
+      std::shared_ptr<Module> copy = copy_module(*module);
       copies_made_.insert(copy.get());
       it = module_copies_.emplace(module.get(), std::move(copy)).first;
     }
@@ -72,8 +72,7 @@ class Remapper : public GraphVisitor {
   std::unordered_set<const Module*> copies_made_;
 };
 
-std::unique_ptr<Module> remapped_copy(const Module& module, Remapper::Make make) {
-  auto copy = module.shallow_copy();
+std::unique_ptr<Module> remapped_copy(std::unique_ptr<Module> copy, Remapper::Make make) {
   Remapper remapper(std::move(make));
   visit_module(*copy, "", remapper);
   return copy;
@@ -98,13 +97,14 @@ std::string error_list(const std::vector<std::string>& errors) {
 
 }  // namespace
 
-GraphDefBase::GraphDefBase(const Module& module)
-    : skeleton_(remapped_copy(module, [](const std::string&, const Variable& old) {
+GraphDefBase::GraphDefBase(const Module& module, ModuleCopier copy)
+    : skeleton_(remapped_copy(copy(module), [](const std::string&, const Variable& old) {
         const Array& value = old.value();
         Array placeholder = value.defined() ? Array::abstract(value.shape(), value.dtype()) : Array();
         if (value.defined()) placeholder.set_sharding(value.sharding());
         return std::make_shared<VariableImpl>(VariableImpl{placeholder, old.metadata(), &old.type()});
-      })) {}
+      })),
+      copy_(copy) {}
 
 nlohmann::json GraphDefBase::to_json() const {
   class JsonVisitor : public GraphVisitor {
@@ -169,7 +169,7 @@ std::unique_ptr<Module> merge_states(const GraphDefBase& graphdef,
       if (!given.emplace(path, &variable).second)
         errors.push_back(fmt::format("{}: given by more than one State", path));
   std::unordered_set<std::string> used;
-  auto merged = remapped_copy(graphdef.skeleton(), [&](const std::string& path,
+  auto merged = remapped_copy(graphdef.copy_skeleton(), [&](const std::string& path,
                                                       const Variable& placeholder) {
     auto it = given.find(path);
     auto keep = std::make_shared<VariableImpl>(*VariableAccess::impl(placeholder));
@@ -206,8 +206,13 @@ void update_states(Module& module, const std::vector<const State*>& states) {
   for (const auto& [path, handle] : collect(module)) slots.emplace(path, handle);
   std::vector<std::string> errors;
   std::vector<std::pair<Variable*, const Variable*>> writes;
+  std::unordered_set<std::string> given;
   for (const State* state : states)
     for (const auto& [path, variable] : *state) {
+      if (!given.insert(path).second) {
+        errors.push_back(fmt::format("{}: given by more than one State", path));
+        continue;
+      }
       auto it = slots.find(path);
       if (it == slots.end()) {
         errors.push_back(fmt::format("{}: not a variable of {} (unknown path)", path,
@@ -220,23 +225,36 @@ void update_states(Module& module, const std::vector<const State*>& states) {
            variable.dtype() != target.dtype()))
         errors.push_back(fmt::format("{}: {} given for a variable of {}", path,
                                      value_text(variable), value_text(target)));
+      if (&variable.type() != &target.type())
+        errors.push_back(fmt::format("{}: kind {} given for a {}", path, variable.type().name,
+                                     target.type().name));
       writes.emplace_back(it->second, &variable);
     }
   if (!errors.empty())
     throw_error("update", fmt::format("nothing was updated: {} problem(s):{}", errors.size(),
                                       error_list(errors)));
+  torch::NoGradGuard no_grad;
   for (auto [target, source] : writes) {
     if (target->same_as(*source)) continue;
-    target->set_value(source->value());
+    const Array& to = target->value();
+    const Array& from = source->value();
+    bool in_place = to.defined() && !to.is_abstract() && !from.is_abstract() &&
+                    to.local().sizes() == from.local().sizes() &&
+                    to.local().device() == from.local().device();
+    if (in_place) to.local().copy_(from.local());
+    else target->set_value(from);
     target->metadata() = source->metadata();
   }
 }
 
-std::unique_ptr<Module> clone_module(const Module& module) {
-  return remapped_copy(module, [](const std::string&, const Variable& old) {
+std::unique_ptr<Module> clone_module(const Module& module, ModuleCopier copy_module) {
+  return remapped_copy(copy_module(module), [](const std::string&, const Variable& old) {
     const Array& value = old.value();
-    Array copy = value.defined() && !value.is_abstract() ? value.with_local(value.local().clone())
-                                                         : value;
+    Array copy = value;
+    if (value.defined() && !value.is_abstract()) {
+      const at::Tensor& t = value.local();
+      copy = value.with_local(t.detach().clone().requires_grad_(t.requires_grad()));
+    }
     return std::make_shared<VariableImpl>(VariableImpl{copy, old.metadata(), &old.type()});
   });
 }

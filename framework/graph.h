@@ -22,14 +22,17 @@ namespace detail {
 // The structure of a module: a copy whose variables hold only kind, metadata, shape and dtype.
 class GraphDefBase {
  public:
-  explicit GraphDefBase(const Module& module);
+  GraphDefBase(const Module& module, ModuleCopier copy);
   const Module& skeleton() const { return *skeleton_; }
+  // Copies the skeleton (as the type the GraphDef was made for).
+  std::unique_ptr<Module> copy_skeleton() const { return copy_(*skeleton_); }
   // {"type", "modules": [{path, type}], "variables": [{path, kind, dtype, shape, metadata,
   //  shared_with?}]}
   nlohmann::json to_json() const;
 
  private:
   std::shared_ptr<const Module> skeleton_;
+  ModuleCopier copy_;
 };
 
 std::vector<State> split_states(const Module& module, const std::vector<Filter>& filters,
@@ -37,7 +40,7 @@ std::vector<State> split_states(const Module& module, const std::vector<Filter>&
 std::unique_ptr<Module> merge_states(const GraphDefBase& graphdef,
                                      const std::vector<const State*>& states);
 void update_states(Module& module, const std::vector<const State*>& states);
-std::unique_ptr<Module> clone_module(const Module& module);
+std::unique_ptr<Module> clone_module(const Module& module, ModuleCopier copy);
 std::vector<State> pop_states(Module& module, const std::vector<Filter>& filters);
 
 template <size_t N, class... F> std::vector<Filter> to_filters(F&&... filters) {
@@ -58,7 +61,7 @@ template <class M> M take_module(std::unique_ptr<Module> module) {
 // Flax's nnx.GraphDef[M]: what merge needs, besides States, to rebuild an M.
 template <class M> class GraphDef : public detail::GraphDefBase {
  public:
-  explicit GraphDef(const M& module) : GraphDefBase(module) {}
+  explicit GraphDef(const M& module) : GraphDefBase(module, &detail::copy_as<M>) {}
 };
 
 // split(module, filters...) -> (GraphDef, State per filter); with no filter, one State of
@@ -86,14 +89,17 @@ template <class... F> auto state(const Module& module, F&&... filters) {
   else return detail::states_tuple(states, std::make_index_sequence<sizeof...(F)>{});
 }
 
-// Rebuilds a module from its GraphDef and States (new variables; tensors are not copied).
+// Rebuilds a module from its GraphDef and States: new variables over the States' tensors (no
+// copy, as Flax shares immutable arrays): an in-place change to one shows in the other; use
+// clone for independent storage.
 // Missing, unknown, mistyped or misshapen paths throw, listing every bad path.
 template <class M, class... S> M merge(const GraphDef<M>& graphdef, const S&... states) {
   static_assert((std::is_same_v<S, State> && ...), "nnx::merge takes a GraphDef and States");
   return detail::take_module<M>(detail::merge_states(graphdef, {&states...}));
 }
 
-// Sets the module's variables to the values and metadata of the States' variables, by path.
+// Sets the module's variables to the values and metadata of the States' variables, by path,
+// copying values into the existing tensors (so references to them stay valid).
 // Everything is checked first: on any unknown path, shape or dtype mismatch nothing changes.
 template <class... S> void update(Module& module, const S&... states) {
   static_assert((std::is_same_v<S, State> && ...), "nnx::update takes a Module and States");
@@ -103,7 +109,7 @@ template <class... S> void update(Module& module, const S&... states) {
 // A deep copy: new variables with copied tensors; shared variables stay shared in the copy.
 template <class M> M clone(const M& module) {
   static_assert(std::is_base_of_v<Module, M>, "nnx::clone takes a Module");
-  return detail::take_module<M>(detail::clone_module(module));
+  return detail::take_module<M>(detail::clone_module(module, &detail::copy_as<M>));
 }
 
 // Removes the variables the filters select from the module (their handles become empty) and

@@ -11,7 +11,9 @@ thread_local bool abstract_init = false;
 
 namespace detail {
 bool abstract_init_active() { return abstract_init; }
-AbstractInitScope::AbstractInitScope() : previous_(abstract_init) { abstract_init = true; }
+AbstractInitScope::AbstractInitScope(bool abstract) : previous_(abstract_init) {
+  abstract_init = abstract;
+}
 AbstractInitScope::~AbstractInitScope() { abstract_init = previous_; }
 }  // namespace detail
 

@@ -31,10 +31,10 @@ Array materialize(const LazyArray& init);
 namespace detail {
 // True while eval_shape runs on this thread.
 bool abstract_init_active();
-// RAII: turns abstract initialization on for this thread while alive.
+// RAII: turns abstract initialization on (or, given false, off) for this thread while alive.
 class AbstractInitScope {
  public:
-  AbstractInitScope();
+  explicit AbstractInitScope(bool abstract = true);
   ~AbstractInitScope();
   AbstractInitScope(const AbstractInitScope&) = delete;
   AbstractInitScope& operator=(const AbstractInitScope&) = delete;

@@ -62,7 +62,11 @@ json Metadata::to_json() const {
   }
   if (optimizer_sharding) j["optimizer_sharding"] = nnx::to_json(*optimizer_sharding);
   if (extra.is_object())
-    for (const auto& [k, v] : extra.items()) j[k] = v;
+    for (const auto& [k, v] : extra.items()) {
+      NNX_CHECK(k != "out_sharding" && k != "sharding_rules" && k != "optimizer_sharding",
+                "free-form metadata key '{}' is reserved; set Metadata::{} instead", k, k);
+      j[k] = v;
+    }
   return j;
 }
 

@@ -63,12 +63,40 @@ std::vector<std::pair<std::string, Module*>> Module::iter_modules() {
   return std::move(collector.found);
 }
 
+namespace detail {
+
+void FieldRegistration::check_inside(std::ptrdiff_t offset, size_t size, const char* name) {
+  NNX_CHECK(offset >= 0 && static_cast<size_t>(offset) < size,
+            "NNX_FIELD({}) is not a member stored in the module (a static member?); declare it "
+            "as a plain non-static member",
+            name);
+}
+
+void FieldRegistration::copy_from(const FieldRegistration& other) noexcept {
+  name_ = other.name_;
+  field_from_module_ = other.field_from_module_;
+  self_from_module_ = other.self_from_module_;
+  visit_ = other.visit_;
+  copier_ = other.copier_;
+  type_ = other.type_;
+  attach();
+}
+
+void FieldRegistration::attach() noexcept {
+  auto* module = reinterpret_cast<Module*>(reinterpret_cast<char*>(this) - self_from_module_);
+  module->fields_.push_back(FieldInfo{std::string(name_), field_from_module_, visit_});
+  module->copier_ = copier_;
+  module->copier_type_ = type_;
+}
+
+}  // namespace detail
+
 std::string Module::type_name() const { return detail::type_display_name(typeid(*this)); }
 
 std::unique_ptr<Module> Module::shallow_copy() const {
   NNX_CHECK(copier_ != nullptr && *copier_type_ == typeid(*this),
-            "{} declares no NNX_FIELD of its own, so nnx cannot copy it as a {}; declare its "
-            "variables and submodules with NNX_FIELD",
+            "{} declares no NNX_FIELD of its own (or cannot be copied), so nnx cannot copy it "
+            "through a base; pass it to split/clone as a {}, or declare a field with NNX_FIELD",
             type_name(), type_name());
   return copier_(*this);
 }

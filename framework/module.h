@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <typeinfo>
 #include <utility>
@@ -25,6 +26,11 @@ class Module;
 
 namespace detail {
 
+using ModuleCopier = std::unique_ptr<Module> (*)(const Module&);
+// Copies a module known to be an M: through M's copy constructor when M is its exact type,
+// else through the copier its most-derived type registered.
+template <class M> std::unique_ptr<Module> copy_as(const Module& module);
+
 // What a walk over a module graph sees: every variable handle, every module, in field order.
 class GraphVisitor {
  public:
@@ -34,7 +40,8 @@ class GraphVisitor {
   virtual bool module(const std::string& path, Module& module) { return true; }
   // A module held through a shared_ptr: the visitor may swap it (deep copies do).
   virtual std::shared_ptr<Module> shared_module(const std::string& path,
-                                                const std::shared_ptr<Module>& module) {
+                                                const std::shared_ptr<Module>& module,
+                                                ModuleCopier copy) {
     return module;
   }
 };
@@ -77,7 +84,7 @@ template <class T> void visit_node(T& node, const std::string& path, GraphVisito
     static_assert(std::is_base_of_v<Module, Pointee>,
                   "NNX_FIELD: a shared_ptr field must point to a Module");
     if (!node) return;
-    auto swapped = visitor.shared_module(path, node);
+    auto swapped = visitor.shared_module(path, node, &copy_as<Pointee>);
     if (swapped.get() != node.get()) node = std::static_pointer_cast<Pointee>(swapped);
     visit_node(*node, path, visitor);
   } else {
@@ -98,21 +105,32 @@ template <class T> void visit_field(void* field, const std::string& path, GraphV
   visit_node(*static_cast<T*>(field), path, visitor);
 }
 
+template <class M> constexpr bool copyable_module_v =
+    std::is_copy_constructible_v<M> && !std::is_abstract_v<M>;
+
 template <class M> std::unique_ptr<Module> copy_module(const Module& module) {
   return std::make_unique<M>(static_cast<const M&>(module));
 }
 
-struct FieldRegistration;
+class FieldRegistration;
 
 }  // namespace detail
 
 class Module {
  public:
   Module() = default;
-  Module(const Module&) = default;
-  Module(Module&&) = default;
-  Module& operator=(const Module&) = default;
-  Module& operator=(Module&&) = default;
+  // Copies take the training flag; fields register themselves again in the copy, so a copy
+  // (even a sliced one) knows exactly the fields of its own type.
+  Module(const Module& other) : training_(other.training_) {}
+  Module(Module&& other) noexcept : training_(other.training_) {}
+  Module& operator=(const Module& other) {
+    training_ = other.training_;
+    return *this;
+  }
+  Module& operator=(Module&& other) noexcept {
+    training_ = other.training_;
+    return *this;
+  }
   virtual ~Module() = default;
 
   // Training flag, set on this module and every submodule (Flax's model.train()/eval()).
@@ -130,45 +148,68 @@ class Module {
   // A copy of the most-derived object that shares every variable (graph operations use it).
   std::unique_ptr<Module> shallow_copy() const;
 
- protected:
-  // Registers a field by hand: `name` empty lists its entries directly under this module
-  // (Rngs does this for its streams). NNX_FIELD calls it for you.
-  template <class Self, class T> void register_field(Self* self, std::string name, T* field) {
-    fields_.push_back(detail::FieldInfo{
-        std::move(name),
-        reinterpret_cast<const char*>(field) -
-            reinterpret_cast<const char*>(static_cast<const Module*>(self)),
-        &detail::visit_field<T>});
-    copier_ = &detail::copy_module<Self>;
-    copier_type_ = &typeid(Self);
-  }
-
  private:
   friend void detail::visit_module(Module&, const std::string&, detail::GraphVisitor&);
-  friend struct detail::FieldRegistration;
+  friend class detail::FieldRegistration;
   void set_training(bool training);
 
   std::vector<detail::FieldInfo> fields_;
-  std::unique_ptr<Module> (*copier_)(const Module&) = nullptr;
+  detail::ModuleCopier copier_ = nullptr;
   const std::type_info* copier_type_ = nullptr;
   bool training_ = true;
 };
 
 namespace detail {
-// The member NNX_FIELD adds after each field: it registers the field at construction.
-struct FieldRegistration {
+
+// The member NNX_FIELD adds after each field. It keeps where its field and its module lie
+// relative to itself, and registers the field with the module whenever it is constructed,
+// copied or moved.
+class FieldRegistration {
+ public:
   template <class Self, class T> FieldRegistration(Self* self, const char* name, T* field) {
-    static_cast<Module*>(self)->register_field(self, name, field);
+    auto* module = static_cast<Module*>(self);
+    std::string_view n(name);
+    while (n.size() > 1 && n.back() == '_') n.remove_suffix(1);  // kernel_ -> "kernel"
+    name_ = n;
+    field_from_module_ = address(field) - address(module);
+    self_from_module_ = address(this) - address(module);
+    check_inside(field_from_module_, sizeof(Self), name);
+    visit_ = &visit_field<T>;
+    if constexpr (copyable_module_v<Self>) copier_ = &copy_module<Self>;
+    type_ = &typeid(Self);
+    attach();
   }
-  FieldRegistration(const FieldRegistration&) {}  // copies keep the registrations they copy
-  FieldRegistration& operator=(const FieldRegistration&) { return *this; }
+  FieldRegistration(const FieldRegistration& other) noexcept { copy_from(other); }
+  FieldRegistration& operator=(const FieldRegistration&) noexcept { return *this; }
+
+ private:
+  static const char* address(const void* p) { return static_cast<const char*>(p); }
+  static void check_inside(std::ptrdiff_t offset, size_t size, const char* name);
+  void copy_from(const FieldRegistration& other) noexcept;
+  void attach() noexcept;
+
+  std::string_view name_;
+  std::ptrdiff_t field_from_module_ = 0;
+  std::ptrdiff_t self_from_module_ = 0;
+  void (*visit_)(void*, const std::string&, GraphVisitor&) = nullptr;
+  ModuleCopier copier_ = nullptr;
+  const std::type_info* type_ = nullptr;
 };
+
+template <class M> std::unique_ptr<Module> copy_as(const Module& module) {
+  if constexpr (copyable_module_v<M>)
+    if (typeid(module) == typeid(M)) return copy_module<M>(module);
+  return module.shallow_copy();
+}
+
 }  // namespace detail
 
 }  // namespace nnx
 
 // Declares a field of a Module once: `nnx::Linear NNX_FIELD(fc1);` (one per declaration,
 // initialized in the constructor). The field is visited by split/merge/state under "fc1".
-#define NNX_FIELD(name)                                                              \
-  name;                                                                              \
-  [[no_unique_address]] ::nnx::detail::FieldRegistration nnx_field_##name##_ { this, #name, &name }
+#define NNX_FIELD(name)                                                                   \
+  name;                                                                                   \
+  static_assert(!std::is_reference_v<decltype(name)>,                                     \
+                "NNX_FIELD: a reference cannot be a field; hold a value or a std::shared_ptr"); \
+  ::nnx::detail::FieldRegistration nnx_field_##name##_ { this, #name, &name }

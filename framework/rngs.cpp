@@ -14,8 +14,12 @@ at::Tensor key_tensor(const random::Key& key) {
 }
 }  // namespace
 
-RngStream::RngStream(random::Key key_value, std::string tag)
-    : key(key_tensor(key_value)), count(torch::zeros({}, torch::kLong)), tag_(std::move(tag)) {}
+RngStream::RngStream(random::Key key_value, std::string tag) : tag_(std::move(tag)) {
+  // Keys stay concrete inside eval_shape: building an abstract model still draws keys.
+  detail::AbstractInitScope concrete(false);
+  key = RngKey(key_tensor(key_value));
+  count = RngCount(torch::zeros({}, torch::kLong));
+}
 
 random::Key RngStream::base_key() const {
   NNX_CHECK(!key.value().is_abstract(), "stream '{}' has no key value (built inside eval_shape)",
@@ -27,7 +31,11 @@ random::Key RngStream::base_key() const {
                                 static_cast<uint32_t>(t[1].item<int64_t>())});
 }
 
-uint32_t RngStream::counter() const { return static_cast<uint32_t>(count.tensor().item<int64_t>()); }
+uint32_t RngStream::counter() const {
+  NNX_CHECK(!count.value().is_abstract(),
+            "stream '{}' has no count value (built inside eval_shape)", tag_);
+  return static_cast<uint32_t>(count.tensor().item<int64_t>());
+}
 
 random::Key RngStream::operator()() {
   uint32_t n = counter();
@@ -45,12 +53,10 @@ Rngs::Rngs(int64_t default_seed, const std::map<std::string, int64_t>& streams) 
 }
 
 Rngs::Rngs(const std::map<std::string, int64_t>& streams) {
-  register_field(this, "", &streams_);
   for (const auto& [name, seed] : streams) streams_.emplace(name, RngStream(random::key(seed), name));
 }
 
 Rngs::Rngs(const std::map<std::string, random::Key>& streams) {
-  register_field(this, "", &streams_);
   for (const auto& [name, key] : streams) streams_.emplace(name, RngStream(key, name));
 }
 

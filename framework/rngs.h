@@ -57,6 +57,8 @@ class Rngs : public Module {
 
  private:
   std::map<std::string, RngStream> streams_;
+  // The streams appear directly under this module's path ("rngs.default.count").
+  detail::FieldRegistration streams_field_{this, "", &streams_};
 };
 
 }  // namespace nnx

@@ -29,7 +29,12 @@ std::string type_display_name(const std::type_info& type) {
 
 Variable::Variable(Array value, Metadata metadata)
     : impl_(std::make_shared<detail::VariableImpl>(
-          detail::VariableImpl{std::move(value), std::move(metadata), &variable_type<Variable>()})) {}
+          detail::VariableImpl{std::move(value), std::move(metadata), &variable_type<Variable>()})) {
+  // Inside eval_shape even values built from tensors keep only their shape and dtype.
+  auto& v = impl_->value;
+  if (detail::abstract_init_active() && v.defined() && !v.is_abstract())
+    v = Array::abstract(v.shape(), v.dtype());
+}
 
 Variable::Variable(const LazyArray& init, Metadata metadata)
     : Variable(materialize(init), init.metadata.merged_with(metadata)) {}

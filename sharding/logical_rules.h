@@ -6,6 +6,7 @@
 #include <nnx/framework/metadata.h>
 #include <nnx/sharding/partition_spec.h>
 
+#include <initializer_list>
 #include <string>
 
 namespace nnx {
@@ -14,6 +15,7 @@ namespace nnx {
 class LogicalAxisRules {
  public:
   explicit LogicalAxisRules(ShardingRules rules);
+  LogicalAxisRules(std::initializer_list<AxisRule> rules) : LogicalAxisRules(ShardingRules(rules)) {}
   ~LogicalAxisRules();
   LogicalAxisRules(const LogicalAxisRules&) = delete;
   LogicalAxisRules& operator=(const LogicalAxisRules&) = delete;
