@@ -36,7 +36,7 @@ class Array {
  public:
   Array() = default;
   // A whole array on no mesh.
-  Array(at::Tensor full);  // NOLINT: implicit, a tensor is an Array on one device
+  explicit Array(at::Tensor full);
   // Shape and dtype only: a meta tensor of the global shape stands in for the values.
   static Array abstract(const Shape& shape, at::ScalarType dtype);
   // This process's block of a sharded array, as laid out by `sharding` (no communication).

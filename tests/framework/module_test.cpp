@@ -18,7 +18,7 @@ TEST_CASE("fields are visited in declaration order with dotted container paths")
 TEST_CASE("copying a variable handle shares the variable") {
   nnx::Param a(torch::zeros({2}));
   nnx::Param b = a;
-  b.set_value(torch::ones({2}));
+  b.set_value(nnx::Array(torch::ones({2})));
   CHECK(a.same_as(b));
   CHECK(torch::equal(a.tensor(), torch::ones({2})));
   nnx::Variable base = a;  // a handle of the base type still knows the kind

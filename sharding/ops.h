@@ -1,0 +1,82 @@
+// The op set on Arrays: model code written as if for one device runs on any mesh. Each op has
+// a sharding rule: it moves its inputs to a layout it can compute locally (cheapest collectives
+// first), computes on local blocks with LibTorch (so autograd flows), and says how the output
+// lies. Ops with no rule for the inputs at hand gather to Replicate and count a fallback.
+#pragma once
+
+#include <nnx/framework/array.h>
+#include <nnx/framework/random.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace nnx {
+
+// Elementwise, with NumPy broadcasting. Scalars are replicated constants.
+Array add(const Array& a, const Array& b);
+Array sub(const Array& a, const Array& b);
+Array mul(const Array& a, const Array& b);
+Array div(const Array& a, const Array& b);
+Array add(const Array& a, double b);
+Array mul(const Array& a, double b);
+Array neg(const Array& a);
+Array exp(const Array& a);
+Array log(const Array& a);
+Array tanh(const Array& a);
+Array relu(const Array& a);
+Array gelu(const Array& a, bool approximate = false);
+Array silu(const Array& a);
+Array sigmoid(const Array& a);
+Array square(const Array& a);
+Array rsqrt(const Array& a);
+
+inline Array operator+(const Array& a, const Array& b) { return add(a, b); }
+inline Array operator-(const Array& a, const Array& b) { return sub(a, b); }
+inline Array operator*(const Array& a, const Array& b) { return mul(a, b); }
+inline Array operator/(const Array& a, const Array& b) { return div(a, b); }
+inline Array operator+(const Array& a, double b) { return add(a, b); }
+inline Array operator-(const Array& a, double b) { return add(a, -b); }
+inline Array operator*(const Array& a, double b) { return mul(a, b); }
+inline Array operator*(double a, const Array& b) { return mul(b, a); }
+inline Array operator/(const Array& a, double b) { return mul(a, 1.0 / b); }
+inline Array operator-(const Array& a) { return neg(a); }
+
+// Reductions over dims (negative dims count from the end); a sharded dim reduces locally and
+// leaves a pending sum (sum, mean) or gathers first (max).
+Array sum(const Array& a, std::vector<int64_t> dims = {}, bool keepdim = false);
+Array mean(const Array& a, std::vector<int64_t> dims = {}, bool keepdim = false);
+Array max(const Array& a, int64_t dim, bool keepdim = false);
+Array softmax(const Array& a, int64_t dim = -1);
+Array log_softmax(const Array& a, int64_t dim = -1);
+
+// Contractions: a [..., m, k] @ b [..., k, n] (b may be 2-d); linear is x @ w + b.
+Array matmul(const Array& a, const Array& b);
+Array linear(const Array& x, const Array& weight, const std::optional<Array>& bias = {});
+
+// Shapes.
+Array reshape(const Array& a, Shape shape);
+Array flatten(const Array& a, int64_t start_dim = 0, int64_t end_dim = -1);
+Array transpose(const Array& a, int64_t dim0, int64_t dim1);
+Array concatenate(const std::vector<Array>& arrays, int64_t dim);
+
+// Layers' math.
+Array embedding_lookup(const Array& table, const Array& ids);  // table [V, D], ids int64
+Array layer_norm(const Array& x, const std::optional<Array>& scale,
+                 const std::optional<Array>& bias, double epsilon = 1e-6);
+Array rms_norm(const Array& x, const std::optional<Array>& scale, double epsilon = 1e-6);
+// Inverted dropout with a mask from the partitionable RNG: the same mask on every mesh.
+Array dropout(const Array& x, double rate, const random::Key& key);
+// Mean cross entropy of logits [..., C] against integer labels [...].
+Array cross_entropy(const Array& logits, const Array& labels);
+Array mean_squared_error(const Array& a, const Array& b);
+// softmax(q k^T / sqrt(d)) v over q, k, v [batch, heads, seq, head_dim]; heads may be sharded.
+Array dot_product_attention(const Array& q, const Array& k, const Array& v, bool causal = false);
+
+// jax.lax.with_sharding_constraint: x laid out by spec on its mesh (redistributes).
+Array with_sharding_constraint(const Array& x, const PartitionSpec& spec);
+
+// Ops that gathered to Replicate for want of a rule, on this thread (tests demand zero).
+int64_t& fallback_count();
+
+}  // namespace nnx

@@ -1,0 +1,95 @@
+// Op rule machinery.
+#include <nnx/framework/error.h>
+#include <nnx/sharding/ops.h>
+#include <nnx/sharding/ops_common.h>
+#include <nnx/sharding/redistribute.h>
+
+#include <algorithm>
+
+namespace nnx {
+
+int64_t& fallback_count() {
+  thread_local int64_t count = 0;
+  return count;
+}
+
+namespace detail {
+
+std::shared_ptr<const Mesh> common_mesh(const std::vector<const Array*>& arrays, const char* op) {
+  std::shared_ptr<const Mesh> mesh;
+  for (const Array* a : arrays) {
+    NNX_CHECK(a->defined(), "[{}] an input array is empty", op);
+    if (!a->mesh()) continue;
+    if (!mesh) mesh = a->mesh();
+    else if (mesh != a->mesh() && !(*mesh == *a->mesh() && mesh->is_bound() == a->mesh()->is_bound()))
+      throw_error(op, fmt::format("inputs lie on two meshes, {} and {}; redistribute onto one",
+                                  mesh->to_string(), a->mesh()->to_string()));
+  }
+  return mesh;
+}
+
+Array on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh) {
+  if (a.mesh() || !mesh) return a;
+  return Array::from_local(a.local(), a.shape(), NamedSharding{mesh, P()});
+}
+
+DimAxes dims_of(const Array& a) {
+  DimAxes out;
+  for (const auto& e : a.spec().entries()) out.push_back(e.names());
+  out.resize(a.shape().size());
+  return out;
+}
+
+Array relayout(const Array& a, const DimAxes& dims, const Axes& partial) {
+  if (!a.mesh()) return a;
+  Axes have = a.partial_axes(), want = partial;
+  std::sort(have.begin(), have.end());
+  std::sort(want.begin(), want.end());
+  if (dims_of(a) == dims && have == want) return a;
+  std::vector<SpecEntry> entries;
+  for (const auto& d : dims) entries.push_back(SpecEntry(d));
+  return redistribute(a, PartitionSpec(std::move(entries)), partial);
+}
+
+Array resolved(const Array& a) {
+  if (a.partial_axes().empty()) return a;
+  return relayout(a, dims_of(a), {});
+}
+
+Array make_result(at::Tensor local, Shape shape, const std::shared_ptr<const Mesh>& mesh,
+                  const DimAxes& dims, const Axes& partial) {
+  if (!mesh) return Array(std::move(local));
+  std::vector<SpecEntry> entries;
+  for (const auto& d : dims) entries.push_back(SpecEntry(d));
+  return Array::from_local(std::move(local), std::move(shape),
+                           NamedSharding{mesh, PartitionSpec(std::move(entries))}, partial);
+}
+
+int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op) {
+  int64_t d = dim < 0 ? dim + ndim : dim;
+  if (d < 0 || d >= ndim)
+    throw_error(op, fmt::format("dim {} is out of range for an array of rank {}", dim, ndim));
+  return d;
+}
+
+bool contains(const Axes& axes, const std::string& axis) {
+  return std::find(axes.begin(), axes.end(), axis) != axes.end();
+}
+
+Axes without(const Axes& axes, const Axes& remove) {
+  Axes out;
+  for (const auto& a : axes)
+    if (!contains(remove, a)) out.push_back(a);
+  return out;
+}
+
+Axes used_axes(const DimAxes& dims) {
+  Axes out;
+  for (const auto& d : dims) out.insert(out.end(), d.begin(), d.end());
+  return out;
+}
+
+std::string shape_str(const Array& a) { return to_string(a.shape()); }
+
+}  // namespace detail
+}  // namespace nnx

@@ -1,0 +1,33 @@
+// Shared machinery of the op rules: meshes of the inputs, layouts as axes per dim, relayout
+// through redistribute, and building outputs.
+#pragma once
+
+#include <nnx/framework/array.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace nnx::detail {
+
+using Axes = std::vector<std::string>;
+using DimAxes = std::vector<Axes>;  // mesh axes per dim, major first
+
+// The mesh the inputs share (null when none has one); two different meshes are an error.
+std::shared_ptr<const Mesh> common_mesh(const std::vector<const Array*>& arrays, const char* op);
+// A plain array becomes a replicated array on `mesh`.
+Array on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh);
+DimAxes dims_of(const Array& a);
+// `a` laid out as dims/partial (redistributes only when different).
+Array relayout(const Array& a, const DimAxes& dims, const Axes& partial);
+// The same layout without pending sums (all_reduce where needed).
+Array resolved(const Array& a);
+Array make_result(at::Tensor local, Shape shape, const std::shared_ptr<const Mesh>& mesh,
+                  const DimAxes& dims, const Axes& partial);
+int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op);
+bool contains(const Axes& axes, const std::string& axis);
+Axes without(const Axes& axes, const Axes& remove);
+Axes used_axes(const DimAxes& dims);
+std::string shape_str(const Array& a);
+
+}  // namespace nnx::detail

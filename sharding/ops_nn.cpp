@@ -1,0 +1,162 @@
+// Layers' math on Arrays: embedding lookup (vocab-parallel: a pending sum over the vocab axes),
+// norms over a whole last dim, dropout from the partitionable RNG, losses, attention with
+// heads split.
+#include <nnx/framework/error.h>
+#include <nnx/sharding/ops.h>
+#include <nnx/sharding/ops_common.h>
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+namespace nnx {
+
+using namespace detail;
+
+namespace {
+
+// `x` with its last dim whole and no pending sums.
+Array whole_last_dim(const Array& x) {
+  Array r = resolved(x);
+  if (!r.mesh()) return r;
+  auto dims = dims_of(r);
+  if (dims.empty() || dims.back().empty()) return r;
+  dims.back().clear();
+  return relayout(r, dims, {});
+}
+
+// A per-feature parameter [D] as a whole, replicated tensor next to `like`.
+at::Tensor replicated_vector(const std::optional<Array>& v, const Array& like, const char* op,
+                             const char* name) {
+  if (!v) return {};
+  NNX_CHECK(v->ndim() == 1 && v->shape()[0] == like.shape().back(),
+            "[{}] {} of shape {} does not fit features of size {}", op, name, shape_str(*v),
+            like.shape().back());
+  if (!like.mesh()) return v->local();
+  return relayout(on_mesh(*v, like.mesh()), {{}}, {}).local();
+}
+
+}  // namespace
+
+Array embedding_lookup(const Array& table0, const Array& ids0) {
+  NNX_CHECK(table0.ndim() == 2, "[embedding_lookup] the table must be [vocab, features], got {}",
+            shape_str(table0));
+  NNX_CHECK(!at::isFloatingType(ids0.dtype()), "[embedding_lookup] ids must be integers, got {}",
+            dtype_name(ids0.dtype()));
+  auto mesh = common_mesh({&table0, &ids0}, "embedding_lookup");
+  if (!mesh) return Array(torch::embedding(table0.local(), ids0.local()));
+  Array table = resolved(on_mesh(table0, mesh)), ids = resolved(on_mesh(ids0, mesh));
+  const auto id_dims = dims_of(ids);
+  const Axes id_axes = used_axes(id_dims);
+  const auto t = dims_of(table);
+  const Axes vocab_axes = without(t[0], id_axes);
+  const Axes feature_axes = without(without(t[1], id_axes), vocab_axes);
+  table = relayout(table, {vocab_axes, feature_axes}, {});
+  at::Tensor local_ids = ids.local();
+  at::Tensor out;
+  if (vocab_axes.empty()) {
+    out = torch::embedding(table.local(), local_ids);
+  } else {
+    // This process holds rows [start, start + rows): other ids give zeros, summed later.
+    const Box box = table.local_box();
+    const int64_t start = box.start[0], rows = box.size[0];
+    auto inside = (local_ids >= start) & (local_ids < start + rows);
+    auto shifted = (local_ids - start).clamp(0, rows - 1);
+    out = torch::embedding(table.local(), shifted) * inside.unsqueeze(-1).to(table.local().dtype());
+  }
+  Shape shape = ids.shape();
+  shape.push_back(table.shape()[1]);
+  DimAxes out_dims = id_dims;
+  out_dims.push_back(feature_axes);
+  return make_result(out, shape, mesh, out_dims, vocab_axes);
+}
+
+Array layer_norm(const Array& x0, const std::optional<Array>& scale,
+                 const std::optional<Array>& bias, double epsilon) {
+  Array x = whole_last_dim(x0);
+  at::Tensor s = replicated_vector(scale, x, "layer_norm", "scale");
+  at::Tensor b = replicated_vector(bias, x, "layer_norm", "bias");
+  // Flax's fast variance: mean(x^2) - mean(x)^2, floored at 0.
+  at::Tensor t = x.local();
+  at::Tensor mu = t.mean(-1, true);
+  at::Tensor var = ((t * t).mean(-1, true) - mu * mu).clamp_min(0);
+  at::Tensor y = (t - mu) * (var + epsilon).rsqrt();
+  if (s.defined()) y = y * s;
+  if (b.defined()) y = y + b;
+  return x.with_local(y);
+}
+
+Array rms_norm(const Array& x0, const std::optional<Array>& scale, double epsilon) {
+  Array x = whole_last_dim(x0);
+  at::Tensor s = replicated_vector(scale, x, "rms_norm", "scale");
+  at::Tensor t = x.local();
+  at::Tensor y = t * ((t * t).mean(-1, true) + epsilon).rsqrt();
+  if (s.defined()) y = y * s;
+  return x.with_local(y);
+}
+
+Array dropout(const Array& x, double rate, const random::Key& key) {
+  NNX_CHECK(rate >= 0 && rate <= 1, "[dropout] rate must lie in [0, 1], got {}", rate);
+  if (rate == 0) return x;
+  if (rate == 1) return mul(x, 0.0);
+  const double keep = 1 - rate;
+  at::Tensor mask = random::bernoulli(key, keep, x.shape(), x.local_box());
+  return x.with_local(x.local() * mask.to(x.local().dtype()) / keep);
+}
+
+Array cross_entropy(const Array& logits0, const Array& labels0) {
+  NNX_CHECK(logits0.ndim() >= 1 && labels0.ndim() == logits0.ndim() - 1,
+            "[cross_entropy] logits [..., classes] and labels [...] expected, got {} and {}",
+            shape_str(logits0), shape_str(labels0));
+  for (int64_t d = 0; d < labels0.ndim(); ++d)
+    NNX_CHECK(labels0.shape()[d] == logits0.shape()[d],
+              "[cross_entropy] labels {} do not match logits {}", shape_str(labels0),
+              shape_str(logits0));
+  auto mesh = common_mesh({&logits0, &labels0}, "cross_entropy");
+  Array logits = whole_last_dim(on_mesh(logits0, mesh));
+  DimAxes batch_dims = dims_of(logits);
+  batch_dims.pop_back();
+  Array labels = mesh ? relayout(resolved(on_mesh(labels0, mesh)), batch_dims, {}) : labels0;
+  at::Tensor lsm = logits.local().log_softmax(-1);
+  at::Tensor picked = lsm.gather(-1, labels.local().unsqueeze(-1)).squeeze(-1);
+  const double count = static_cast<double>(numel(labels0.shape()));
+  at::Tensor local = -picked.sum() / count;
+  if (!mesh) return Array(local);
+  return make_result(local, {}, mesh, {}, used_axes(batch_dims));
+}
+
+Array mean_squared_error(const Array& a, const Array& b) { return mean(square(sub(a, b))); }
+
+Array dot_product_attention(const Array& q0, const Array& k0, const Array& v0, bool causal) {
+  NNX_CHECK(q0.ndim() == 4 && k0.ndim() == 4 && v0.ndim() == 4,
+            "[dot_product_attention] q, k, v are [batch, heads, seq, head_dim]; got {}, {}, {}",
+            shape_str(q0), shape_str(k0), shape_str(v0));
+  NNX_CHECK(q0.shape()[3] == k0.shape()[3] && k0.shape()[2] == v0.shape()[2] &&
+                q0.shape()[0] == k0.shape()[0] && q0.shape()[1] == k0.shape()[1],
+            "[dot_product_attention] q {}, k {}, v {} do not fit together", shape_str(q0),
+            shape_str(k0), shape_str(v0));
+  auto mesh = common_mesh({&q0, &k0, &v0}, "dot_product_attention");
+  Array q = resolved(on_mesh(q0, mesh)), k = resolved(on_mesh(k0, mesh)),
+        v = resolved(on_mesh(v0, mesh));
+  DimAxes dims(4);
+  if (mesh) {
+    auto qd = dims_of(q);
+    dims[0] = qd[0];
+    dims[1] = without(qd[1], qd[0]);
+    q = relayout(q, dims, {});
+    k = relayout(k, dims, {});
+    v = relayout(v, dims, {});
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.shape()[3]));
+  at::Tensor scores = torch::matmul(q.local(), k.local().transpose(-2, -1)) * scale;
+  if (causal) {
+    auto s_q = scores.size(-2), s_k = scores.size(-1);
+    auto mask = torch::ones({s_q, s_k}, torch::kBool).triu(1);
+    scores = scores.masked_fill(mask, -std::numeric_limits<double>::infinity());
+  }
+  at::Tensor out = torch::matmul(scores.softmax(-1), v.local());
+  Shape shape{q.shape()[0], q.shape()[1], q.shape()[2], v.shape()[3]};
+  return make_result(out, shape, mesh, dims, {});
+}
+
+}  // namespace nnx

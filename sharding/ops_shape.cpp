@@ -1,0 +1,136 @@
+// Shape ops. Rule for reshape: a split dim keeps its axes when it leads its group of merged or
+// split dims (its blocks stay contiguous); other split dims are gathered first, counted as a
+// fallback. transpose permutes the layout; concatenate needs its dim whole.
+#include <nnx/framework/error.h>
+#include <nnx/sharding/ops.h>
+#include <nnx/sharding/ops_common.h>
+#include <nnx/sharding/redistribute.h>
+
+#include <torch/torch.h>
+
+namespace nnx {
+
+using namespace detail;
+
+namespace {
+
+int64_t ways(const Mesh& mesh, const Axes& axes) {
+  int64_t n = 1;
+  for (const auto& a : axes) n *= mesh.axis_size(a);
+  return n;
+}
+
+}  // namespace
+
+Array reshape(const Array& a, Shape shape) {
+  // Resolve one -1.
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      NNX_CHECK(infer < 0, "[reshape] more than one -1 in {}", to_string(shape));
+      infer = static_cast<int64_t>(i);
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0 && known > 0) shape[infer] = a.numel() / known;
+  NNX_CHECK(numel(shape) == a.numel(), "[reshape] cannot reshape {} ({} elements) to {}",
+            shape_str(a), a.numel(), to_string(shape));
+  if (!a.mesh()) return Array(a.local().reshape(shape));
+
+  // Groups: runs of input dims and output dims with equal products.
+  const auto in = dims_of(a);
+  DimAxes keep = in, out(shape.size());
+  size_t i = 0, o = 0;
+  while (i < a.shape().size() || o < shape.size()) {
+    size_t i0 = i, o0 = o;
+    int64_t pi = i < a.shape().size() ? a.shape()[i++] : 1;
+    int64_t po = o < shape.size() ? shape[o++] : 1;
+    while (pi != po) {
+      if (pi < po) pi *= a.shape()[i++];
+      else po *= shape[o++];
+    }
+    // The leading input dim's axes move to the leading output dim when its blocks stay whole.
+    for (size_t d = i0 + 1; d < i; ++d) keep[d].clear();
+    if (i0 < i && o0 < o && !in[i0].empty()) {
+      // The block is a contiguous run of the group, a block of the leading output dim when
+      // that dim splits as many ways.
+      if (shape[o0] % ways(*a.mesh(), in[i0]) == 0) out[o0] = in[i0];
+      else keep[i0].clear();
+    }
+  }
+  Array x = a;
+  if (keep != in) {
+    ++fallback_count();
+    x = relayout(a, keep, a.partial_axes());
+  }
+  Shape local_shape = shape;
+  for (size_t d = 0; d < shape.size(); ++d) local_shape[d] /= ways(*a.mesh(), out[d]);
+  return make_result(x.local().reshape(local_shape), shape, a.mesh(), out, x.partial_axes());
+}
+
+Array flatten(const Array& a, int64_t start_dim, int64_t end_dim) {
+  if (a.ndim() == 0) return reshape(a, {1});
+  start_dim = normalize_dim(start_dim, a.ndim(), "flatten");
+  end_dim = normalize_dim(end_dim, a.ndim(), "flatten");
+  Shape shape;
+  for (int64_t d = 0; d < start_dim; ++d) shape.push_back(a.shape()[d]);
+  int64_t merged = 1;
+  for (int64_t d = start_dim; d <= end_dim; ++d) merged *= a.shape()[d];
+  shape.push_back(merged);
+  for (int64_t d = end_dim + 1; d < a.ndim(); ++d) shape.push_back(a.shape()[d]);
+  return reshape(a, shape);
+}
+
+Array transpose(const Array& a, int64_t dim0, int64_t dim1) {
+  dim0 = normalize_dim(dim0, a.ndim(), "transpose");
+  dim1 = normalize_dim(dim1, a.ndim(), "transpose");
+  at::Tensor local = a.local().transpose(dim0, dim1);
+  if (!a.mesh()) return Array(local);
+  auto dims = dims_of(a);
+  std::swap(dims[dim0], dims[dim1]);
+  Shape shape = a.shape();
+  std::swap(shape[dim0], shape[dim1]);
+  return make_result(local, shape, a.mesh(), dims, a.partial_axes());
+}
+
+Array concatenate(const std::vector<Array>& arrays, int64_t dim) {
+  NNX_CHECK(!arrays.empty(), "[concatenate] needs at least one array");
+  std::vector<const Array*> ptrs;
+  for (const auto& a : arrays) ptrs.push_back(&a);
+  auto mesh = common_mesh(ptrs, "concatenate");
+  const int64_t rank = arrays[0].ndim();
+  dim = normalize_dim(dim, rank, "concatenate");
+  Shape shape = arrays[0].shape();
+  shape[dim] = 0;
+  for (const auto& a : arrays) {
+    NNX_CHECK(a.ndim() == rank, "[concatenate] ranks differ: {} and {}", shape_str(arrays[0]),
+              shape_str(a));
+    for (int64_t d = 0; d < rank; ++d)
+      NNX_CHECK(d == dim || a.shape()[d] == arrays[0].shape()[d],
+                "[concatenate] shapes {} and {} differ outside dim {}", shape_str(arrays[0]),
+                shape_str(a), dim);
+    shape[dim] += a.shape()[dim];
+  }
+  std::vector<at::Tensor> locals;
+  if (!mesh) {
+    for (const auto& a : arrays) locals.push_back(a.local());
+    return Array(torch::cat(locals, dim));
+  }
+  auto dims = dims_of(on_mesh(arrays[0], mesh));
+  dims[dim].clear();
+  Axes partial;
+  for (const auto& a : arrays)
+    for (const auto& p : without(on_mesh(a, mesh).partial_axes(), used_axes(dims)))
+      if (!contains(partial, p)) partial.push_back(p);
+  for (const auto& a : arrays) locals.push_back(relayout(on_mesh(a, mesh), dims, partial).local());
+  return make_result(torch::cat(locals, dim), shape, mesh, dims, partial);
+}
+
+Array with_sharding_constraint(const Array& x, const PartitionSpec& spec) {
+  NNX_CHECK(x.mesh() != nullptr,
+            "[with_sharding_constraint] the array is on no mesh; place it with device_put");
+  return redistribute(x, spec);
+}
+
+}  // namespace nnx

@@ -1,0 +1,362 @@
+// Elementwise ops, reductions, softmax, dropout and with_sharding_constraint on every test mesh
+// and layout: values and gradients equal LibTorch autograd on the whole tensors, no fallback.
+#include <catch2/catch.hpp>
+
+#include "ops_test_util.h"
+
+using namespace nnx_test;
+using nnx::Array;
+using nnx::P;
+
+namespace {
+
+struct Binary {
+  const char* name;
+  std::function<Array(const Array&, const Array&)> op;
+  std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> oracle;
+};
+
+const std::vector<Binary>& binaries() {
+  static const std::vector<Binary> ops{
+      {"add", [](const Array& a, const Array& b) { return nnx::add(a, b); },
+       [](const at::Tensor& a, const at::Tensor& b) { return a + b; }},
+      {"sub", [](const Array& a, const Array& b) { return nnx::sub(a, b); },
+       [](const at::Tensor& a, const at::Tensor& b) { return a - b; }},
+      {"mul", [](const Array& a, const Array& b) { return nnx::mul(a, b); },
+       [](const at::Tensor& a, const at::Tensor& b) { return a * b; }},
+      {"div", [](const Array& a, const Array& b) { return nnx::div(a, b); },
+       [](const at::Tensor& a, const at::Tensor& b) { return a / b; }},
+  };
+  return ops;
+}
+
+// Every binary op on a and b (b divides, so it must be nonzero); `skip_commutative` leaves out
+// add and mul (for the swapped order of a pair already checked).
+void check_binaries(const MeshPtr& mesh, const In& a, const In& b, bool skip_commutative = false) {
+  for (const auto& f : binaries()) {
+    const std::string name = f.name;
+    if (skip_commutative && (name == "add" || name == "mul")) continue;
+    INFO(name);
+    check_binary(mesh, a, b, f.op, f.oracle);
+  }
+}
+
+struct Unary {
+  const char* name;
+  std::function<Array(const Array&)> op;
+  std::function<at::Tensor(const at::Tensor&)> oracle;
+  bool positive_input = false;  // log and rsqrt
+};
+
+const std::vector<Unary>& unaries() {
+  static const std::vector<Unary> ops{
+      {"neg", [](const Array& a) { return nnx::neg(a); }, [](const at::Tensor& t) { return -t; }},
+      {"exp", [](const Array& a) { return nnx::exp(a); },
+       [](const at::Tensor& t) { return torch::exp(t); }},
+      {"log", [](const Array& a) { return nnx::log(a); },
+       [](const at::Tensor& t) { return torch::log(t); }, true},
+      {"tanh", [](const Array& a) { return nnx::tanh(a); },
+       [](const at::Tensor& t) { return torch::tanh(t); }},
+      {"relu", [](const Array& a) { return nnx::relu(a); },
+       [](const at::Tensor& t) { return torch::relu(t); }},
+      {"gelu", [](const Array& a) { return nnx::gelu(a); },
+       [](const at::Tensor& t) { return torch::gelu(t, "none"); }},
+      {"gelu(approximate)", [](const Array& a) { return nnx::gelu(a, true); },
+       [](const at::Tensor& t) { return torch::gelu(t, "tanh"); }},
+      {"silu", [](const Array& a) { return nnx::silu(a); },
+       [](const at::Tensor& t) { return torch::silu(t); }},
+      {"sigmoid", [](const Array& a) { return nnx::sigmoid(a); },
+       [](const at::Tensor& t) { return torch::sigmoid(t); }},
+      {"square", [](const Array& a) { return nnx::square(a); },
+       [](const at::Tensor& t) { return torch::square(t); }},
+      {"rsqrt", [](const Array& a) { return nnx::rsqrt(a); },
+       [](const at::Tensor& t) { return torch::rsqrt(t); }, true},
+  };
+  return ops;
+}
+
+// Scalar operands and the operators: each must act once on the whole value.
+const std::vector<Unary>& scalar_ops() {
+  static const std::vector<Unary> ops{
+      {"x + 1.5", [](const Array& a) { return a + 1.5; },
+       [](const at::Tensor& t) { return t + 1.5; }},
+      {"x - 2", [](const Array& a) { return a - 2.0; },
+       [](const at::Tensor& t) { return t - 2.0; }},
+      {"x * -3", [](const Array& a) { return a * -3.0; },
+       [](const at::Tensor& t) { return t * -3.0; }},
+      {"2.5 * x", [](const Array& a) { return 2.5 * a; },
+       [](const at::Tensor& t) { return 2.5 * t; }},
+      {"x / 4", [](const Array& a) { return a / 4.0; },
+       [](const at::Tensor& t) { return t / 4.0; }},
+      {"-x", [](const Array& a) { return -a; }, [](const at::Tensor& t) { return -t; }},
+      {"add(x, 0.5)", [](const Array& a) { return nnx::add(a, 0.5); },
+       [](const at::Tensor& t) { return t + 0.5; }},
+      {"mul(x, 2) + 1", [](const Array& a) { return nnx::mul(a, 2.0) + 1.0; },
+       [](const at::Tensor& t) { return t * 2.0 + 1.0; }},
+  };
+  return ops;
+}
+
+// Each op on each layout (ops marked positive_input on the positive layouts).
+void check_unaries(const MeshPtr& mesh, const std::vector<Unary>& ops,
+                   const std::vector<In>& normal_layouts, const std::vector<In>& positive_layouts) {
+  for (const auto& u : ops) {
+    INFO(u.name);
+    for (const auto& x : u.positive_input ? positive_layouts : normal_layouts)
+      check_unary(mesh, x, u.op, u.oracle);
+  }
+}
+
+// A reduction: dims (empty: all) and keepdim.
+struct Reduction {
+  std::vector<int64_t> dims;
+  bool keepdim = false;
+};
+
+std::string reduction_name(const char* name, const Reduction& r) {
+  return fmt::format("{}(dims=({}), keepdim={})", name, fmt::join(r.dims, ", "), r.keepdim);
+}
+
+void check_sum_and_mean(const MeshPtr& mesh, const In& x, const std::vector<Reduction>& cases) {
+  for (const auto& r : cases) {
+    {
+      INFO(reduction_name("sum", r));
+      check_unary(
+          mesh, x, [&](const Array& a) { return nnx::sum(a, r.dims, r.keepdim); },
+          [&](const at::Tensor& t) {
+            return r.dims.empty() ? t.sum() : t.sum(at::IntArrayRef(r.dims), r.keepdim);
+          });
+    }
+    INFO(reduction_name("mean", r));
+    check_unary(
+        mesh, x, [&](const Array& a) { return nnx::mean(a, r.dims, r.keepdim); },
+        [&](const at::Tensor& t) {
+          return r.dims.empty() ? t.mean() : t.mean(at::IntArrayRef(r.dims), r.keepdim);
+        });
+  }
+}
+
+}  // namespace
+
+TEST_CASE("add, sub, mul and div of same-shape arrays are exact on every pair of layouts",
+          "[ranks2][ranks4][ranks8]") {
+  const auto a = normal_values({8, 16}, 1), b = nonzero_values({8, 16}, 2);
+  for (const auto& mesh : op_meshes())
+    for (const auto& [sa, sb] : spec_pairs({8, 16}, {8, 16}, *mesh))
+      check_binaries(mesh, {a, sa}, {b, sb});
+}
+
+TEST_CASE("elementwise ops broadcast [16], [8, 1] and [1, 16] against [8, 16] on any layouts",
+          "[ranks2][ranks4][ranks8]") {
+  const auto a = nonzero_values({8, 16}, 3);
+  for (const nnx::Shape& shape : {nnx::Shape{16}, nnx::Shape{8, 1}, nnx::Shape{1, 16}}) {
+    const auto b = nonzero_values(shape, 4);
+    for (const auto& mesh : op_meshes())
+      for (const auto& sa : specs_for({8, 16}, *mesh))
+        for (const auto& sb : specs_for(shape, *mesh)) {
+          check_binaries(mesh, {a, sa}, {b, sb});
+          check_binaries(mesh, {b, sb}, {a, sa}, /*skip_commutative=*/true);
+        }
+  }
+}
+
+TEST_CASE("elementwise ops resolve a pending-sum operand on either side or both",
+          "[ranks2][ranks4][ranks8]") {
+  const auto a = normal_values({8, 16}, 5), b = nonzero_values({8, 16}, 6);
+  const auto row = nonzero_values({16}, 7);
+  for (const auto& mesh : op_meshes()) {
+    const auto pending_a = pending_sum_layouts(a, *mesh);
+    const auto pending_b = pending_sum_layouts(b, *mesh);
+    for (const auto& pa : pending_a)
+      for (const auto& sb : specs_for({8, 16}, *mesh)) check_binaries(mesh, pa, {b, sb});
+    for (const auto& pb : pending_b)
+      for (const auto& sa : specs_for({8, 16}, *mesh)) check_binaries(mesh, {a, sa}, pb);
+    for (const auto& pa : pending_a)
+      for (const auto& pb : pending_b) check_binaries(mesh, pa, pb);
+    // Broadcast against a pending sum, and a pending-sum row broadcast against a matrix.
+    for (const auto& pa : pending_a)
+      for (const auto& sr : specs_for({16}, *mesh)) check_binaries(mesh, pa, {row, sr});
+    for (const auto& pr : pending_sum_layouts(row, *mesh))
+      for (const auto& sb : specs_for({8, 16}, *mesh)) check_binaries(mesh, {b, sb}, pr);
+  }
+}
+
+TEST_CASE("scalar operands and operators act once on the whole value, pending sums included",
+          "[ranks2][ranks4][ranks8]") {
+  const auto a = normal_values({8, 16}, 8), b = nonzero_values({8, 16}, 9);
+  for (const auto& mesh : op_meshes()) {
+    const auto xs = layouts(a, *mesh, {.tuples = true});
+    check_unaries(mesh, scalar_ops(), xs, xs);
+    INFO("(a + b) * a - b / 2 + a / b");
+    for (const auto& pa : layouts(a, *mesh))
+      for (const auto& pb : layouts(b, *mesh))
+        check_binary(
+            mesh, pa, pb,
+            [](const Array& x, const Array& y) { return (x + y) * x - y / 2.0 + x / y; },
+            [](const at::Tensor& x, const at::Tensor& y) { return (x + y) * x - y / 2.0 + x / y; });
+  }
+}
+
+TEST_CASE("unary ops are exact on every layout, pending sums included",
+          "[ranks2][ranks4][ranks8]") {
+  const auto normal = normal_values({8, 16}, 10), positive = positive_values({8, 16}, 11);
+  for (const auto& mesh : op_meshes())
+    check_unaries(mesh, unaries(), layouts(normal, *mesh, {.tuples = true}),
+                  layouts(positive, *mesh, {.tuples = true}));
+}
+
+TEST_CASE("sum and mean over sharded and unsharded dims, with and without keepdim, are exact",
+          "[ranks2][ranks4][ranks8]") {
+  const std::vector<Reduction> matrix_cases{{{0}, false},   {{0}, true},   {{1}, false},
+                                            {{1}, true},    {{-1}, false}, {{0, 1}, false},
+                                            {{0, 1}, true}, {{}, false}};
+  const std::vector<Reduction> cube_cases{{{0, 2}, false}, {{1}, false}, {{-1}, true}, {{}, false}};
+  const auto x = normal_values({8, 16}, 12), cube = normal_values({4, 8, 16}, 13);
+  for (const auto& mesh : op_meshes()) {
+    for (const auto& in : layouts(x, *mesh)) check_sum_and_mean(mesh, in, matrix_cases);
+    for (const auto& in : layouts(x, *mesh, {.tuples = true}))
+      if (has_tuple(in.spec)) check_sum_and_mean(mesh, in, {{{0}, false}, {{}, false}});
+    for (const auto& in : layouts(cube, *mesh)) check_sum_and_mean(mesh, in, cube_cases);
+  }
+}
+
+TEST_CASE("sum over a sharded dim leaves a pending sum without communication",
+          "[ranks2][ranks4][ranks8]") {
+  const auto& mesh = op_meshes().front();  // {n} named "x"
+  const auto x = normal_values({8, 16}, 14);
+  auto counts = nnx::RedistributeCounts{};
+  auto sum_counted = [&](std::vector<int64_t> dims) {
+    return [&counts, dims](const Array& a) {
+      nnx::redistribute_counts() = {};
+      auto y = nnx::sum(a, dims);
+      counts = nnx::redistribute_counts();
+      return y;
+    };
+  };
+  auto rows = check_unary(mesh, {x, P("x", nnx::none)}, sum_counted({0}),
+                          [](const at::Tensor& t) { return t.sum(0); });
+  CHECK(counts.collectives() == 0);
+  CHECK(rows.out.partial_axes() == std::vector<std::string>{"x"});
+  auto total = check_unary(mesh, {x, P(nnx::none, "x")}, sum_counted({}),
+                           [](const at::Tensor& t) { return t.sum(); });
+  CHECK(counts.collectives() == 0);
+  CHECK(total.out.shape() == nnx::Shape{});
+  CHECK(total.out.partial_axes() == std::vector<std::string>{"x"});
+  auto kept = check_unary(mesh, {x, P("x", nnx::none)}, sum_counted({1}),
+                          [](const at::Tensor& t) { return t.sum(1); });
+  CHECK(counts.collectives() == 0);
+  CHECK(kept.out.spec() == P("x"));
+  CHECK(kept.out.partial_axes().empty());
+}
+
+TEST_CASE("max over a sharded or unsharded dim is exact", "[ranks2][ranks4][ranks8]") {
+  const auto x = normal_values({8, 16}, 15);
+  for (const auto& mesh : op_meshes())
+    for (const auto& in : layouts(x, *mesh, {.tuples = true}))
+      for (int64_t dim : {0, 1, -1})
+        for (bool keepdim : {false, true}) {
+          INFO("max(dim=" << dim << ", keepdim=" << keepdim << ")");
+          check_unary(
+              mesh, in, [&](const Array& a) { return nnx::max(a, dim, keepdim); },
+              [&](const at::Tensor& t) { return std::get<0>(t.max(dim, keepdim)); });
+        }
+}
+
+TEST_CASE("softmax and log_softmax over sharded and unsharded dims are exact",
+          "[ranks2][ranks4][ranks8]") {
+  const auto x = normal_values({8, 16}, 16) * 3;
+  for (const auto& mesh : op_meshes())
+    for (const auto& in : layouts(x, *mesh, {.tuples = true}))
+      for (int64_t dim : {0, 1, -1}) {
+        INFO("dim " << dim);
+        check_unary(
+            mesh, in, [&](const Array& a) { return nnx::softmax(a, dim); },
+            [&](const at::Tensor& t) { return torch::softmax(t, dim); });
+        check_unary(
+            mesh, in, [&](const Array& a) { return nnx::log_softmax(a, dim); },
+            [&](const at::Tensor& t) { return torch::log_softmax(t, dim); });
+      }
+}
+
+TEST_CASE("dropout draws the same mask on every mesh and scales the kept values",
+          "[ranks2][ranks4][ranks8]") {
+  const double rate = 0.25;
+  const auto key = nnx::random::fold_in(nnx::random::key(1234), 3);
+  for (const nnx::Shape& shape : {nnx::Shape{8, 16}, nnx::Shape{4, 8, 16}}) {
+    const auto x = normal_values(shape, 17);
+    const auto mask = nnx::random::bernoulli(key, 1 - rate, shape).to(torch::kDouble);
+    const double kept = mask.sum().item<double>();
+    CHECK(kept > 0);
+    CHECK(kept < static_cast<double>(mask.numel()));
+    const auto expected = x * mask / (1 - rate);
+    // The one-device reference: a plain Array with the same key.
+    const auto single = nnx::dropout(Array(x), rate, key).local();
+    CHECK(torch::allclose(single, expected, 1e-12, 1e-14));
+    CHECK_FALSE(torch::equal(nnx::dropout(Array(x), rate, nnx::random::key(99)).local(), single));
+    for (const auto& mesh : op_meshes())
+      for (const auto& in : layouts(x, *mesh, {.tuples = true, .max_sharded_dims = 2})) {
+        auto result = check_unary(
+            mesh, in, [&](const Array& a) { return nnx::dropout(a, rate, key); },
+            [&](const at::Tensor& t) { return t * mask / (1 - rate); });
+        INFO(describe(mesh, {in}) << " against the one-device dropout");
+        if (in.partial.empty())
+          CHECK((result.whole.defined() && torch::equal(result.whole, single)));
+        else
+          CHECK((result.whole.defined() && torch::allclose(result.whole, single, 1e-10, 1e-12)));
+      }
+  }
+}
+
+TEST_CASE("with_sharding_constraint keeps the value and lays it out as asked",
+          "[ranks2][ranks4][ranks8]") {
+  const auto x = normal_values({8, 16}, 18);
+  for (const auto& mesh : op_meshes())
+    for (const auto& from : layouts(x, *mesh))
+      for (const auto& to : specs_for({8, 16}, *mesh, {.tuples = true})) {
+        INFO("to " << to.to_string());
+        auto result = check_unary(
+            mesh, from, [&](const Array& a) { return nnx::with_sharding_constraint(a, to); },
+            [](const at::Tensor& t) { return t * 1; });
+        if (!result.out.defined()) continue;
+        CHECK(result.out.spec() == to);
+        CHECK(result.out.partial_axes().empty());
+        CHECK(torch::equal(result.out.local().detach(), block_of(result.whole, result.out)));
+      }
+  // A short spec is padded with none.
+  const auto& mesh = op_meshes().front();
+  auto y = nnx::with_sharding_constraint(nnx::device_put(x, {mesh, P()}), P("x"));
+  CHECK(y.spec() == P("x", nnx::none));
+  CHECK(torch::equal(nnx::gather(y), x));
+}
+
+TEST_CASE("elementwise ops, reductions, softmax and dropout without a mesh equal LibTorch") {
+  const MeshPtr none;
+  const auto a = nonzero_values({8, 16}, 20), positive = positive_values({8, 16}, 21);
+  for (const nnx::Shape& shape :
+       {nnx::Shape{8, 16}, nnx::Shape{16}, nnx::Shape{8, 1}, nnx::Shape{1, 16}}) {
+    const auto b = nonzero_values(shape, 22);
+    check_binaries(none, {a}, {b});
+    check_binaries(none, {b}, {a}, /*skip_commutative=*/true);
+  }
+  check_unaries(none, unaries(), {{a}}, {{positive}});
+  check_unaries(none, scalar_ops(), {{a}}, {{a}});
+  check_sum_and_mean(none, {a},
+                     {{{0}, false}, {{1}, true}, {{-1}, false}, {{0, 1}, true}, {{}, false}});
+  for (int64_t dim : {0, -1}) {
+    INFO("dim " << dim);
+    check_unary(
+        none, {a}, [&](const Array& x) { return nnx::max(x, dim, dim == 0); },
+        [&](const at::Tensor& t) { return std::get<0>(t.max(dim, dim == 0)); });
+    check_unary(
+        none, {a}, [&](const Array& x) { return nnx::softmax(x, dim); },
+        [&](const at::Tensor& t) { return torch::softmax(t, dim); });
+    check_unary(
+        none, {a}, [&](const Array& x) { return nnx::log_softmax(x, dim); },
+        [&](const at::Tensor& t) { return torch::log_softmax(t, dim); });
+  }
+  const auto key = nnx::random::key(5);
+  const auto mask = nnx::random::bernoulli(key, 0.5, {8, 16}).to(torch::kDouble);
+  check_unary(
+      none, {a}, [&](const Array& x) { return nnx::dropout(x, 0.5, key); },
+      [&](const at::Tensor& t) { return t * mask / 0.5; });
+}

@@ -1,0 +1,260 @@
+// The layers' math (embedding lookup, layer and RMS norm, cross entropy, mean squared error,
+// attention) on every test mesh and layout against LibTorch autograd, and the ops' errors.
+#include <catch2/catch.hpp>
+
+#include "ops_test_util.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace nnx_test;
+using Catch::Matchers::Contains;
+using nnx::Array;
+using nnx::P;
+
+namespace {
+
+at::Tensor layer_norm_oracle(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& bias,
+                             double epsilon) {
+  auto centered = x - x.mean(-1, true);
+  auto y = centered * torch::rsqrt((centered * centered).mean(-1, true) + epsilon);
+  if (scale.defined()) y = y * scale;
+  if (bias.defined()) y = y + bias;
+  return y;
+}
+
+at::Tensor rms_norm_oracle(const at::Tensor& x, const at::Tensor& scale, double epsilon) {
+  auto y = x * torch::rsqrt((x * x).mean(-1, true) + epsilon);
+  return scale.defined() ? y * scale : y;
+}
+
+// Norms over the last dim: with scale and bias laid out by `params`, and without them.
+void check_norms(const MeshPtr& mesh, const In& x, const at::Tensor& scale, const at::Tensor& bias,
+                 const nnx::PartitionSpec& params, double epsilon = 1e-6) {
+  INFO("scale and bias " << params.to_string() << ", epsilon " << epsilon);
+  check_op(
+      mesh, {x, {scale, params}, {bias, params}},
+      [&](const std::vector<Array>& a) { return nnx::layer_norm(a[0], a[1], a[2], epsilon); },
+      [&](const std::vector<at::Tensor>& t) {
+        return layer_norm_oracle(t[0], t[1], t[2], epsilon);
+      });
+  check_op(
+      mesh, {x, {scale, params}},
+      [&](const std::vector<Array>& a) { return nnx::rms_norm(a[0], a[1], epsilon); },
+      [&](const std::vector<at::Tensor>& t) { return rms_norm_oracle(t[0], t[1], epsilon); });
+}
+
+void check_norms_without_params(const MeshPtr& mesh, const In& x) {
+  INFO("no scale, no bias");
+  check_unary(
+      mesh, x, [](const Array& a) { return nnx::layer_norm(a, std::nullopt, std::nullopt); },
+      [](const at::Tensor& t) { return layer_norm_oracle(t, {}, {}, 1e-6); });
+  check_unary(
+      mesh, x, [](const Array& a) { return nnx::rms_norm(a, std::nullopt); },
+      [](const at::Tensor& t) { return rms_norm_oracle(t, {}, 1e-6); });
+}
+
+// Cross entropy against logits [..., C] flattened to [N, C], as LibTorch wants the classes.
+Checked check_cross_entropy(const MeshPtr& mesh, const In& logits, const In& labels,
+                            const Check& check = {}) {
+  return check_op(
+      mesh, {logits, labels},
+      [](const std::vector<Array>& a) { return nnx::cross_entropy(a[0], a[1]); },
+      [](const std::vector<at::Tensor>& t) {
+        const int64_t classes = t[0].size(-1);
+        return torch::nn::functional::cross_entropy(t[0].reshape({-1, classes}),
+                                                    t[1].reshape({-1}));
+      },
+      check);
+}
+
+// softmax(q k^T / sqrt(d) + mask) v, the mask -inf above the diagonal when causal.
+at::Tensor attention_oracle(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            bool causal) {
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
+  if (causal) {
+    auto above = torch::ones({q.size(-2), k.size(-2)}, torch::kDouble).triu(1).to(torch::kBool);
+    scores = scores.masked_fill(above, -std::numeric_limits<double>::infinity());
+  }
+  return torch::matmul(torch::softmax(scores, -1), v);
+}
+
+Checked check_attention(const MeshPtr& mesh, const std::vector<In>& qkv, bool causal,
+                        const Check& check = {}) {
+  INFO((causal ? "causal" : "not causal"));
+  return check_op(
+      mesh, qkv,
+      [causal](const std::vector<Array>& a) {
+        return nnx::dot_product_attention(a[0], a[1], a[2], causal);
+      },
+      [causal](const std::vector<at::Tensor>& t) {
+        return attention_oracle(t[0], t[1], t[2], causal);
+      },
+      check);
+}
+
+Checked check_embedding(const MeshPtr& mesh, const In& table, const In& ids,
+                        const Check& check = {}) {
+  return check_op(
+      mesh, {table, ids},
+      [](const std::vector<Array>& a) { return nnx::embedding_lookup(a[0], a[1]); },
+      [](const std::vector<at::Tensor>& t) { return torch::embedding(t[0], t[1]); }, check);
+}
+
+}  // namespace
+
+TEST_CASE("embedding lookup is exact with a vocab-sharded or an embed-sharded table",
+          "[ranks2][ranks4][ranks8]") {
+  const auto table = normal_values({16, 8}, 80);
+  const auto ids = integer_values({4, 6}, 16, 81);
+  for (const auto& mesh : op_meshes()) {
+    const auto tables = specs_for({16, 8}, *mesh, {.tuples = true, .max_sharded_dims = 1});
+    for (const auto& st : tables)
+      for (const auto& si : specs_for({4, 6}, *mesh, {.dims = {0}})) {
+        INFO("table " << st.to_string() << ", ids " << si.to_string());
+        check_embedding(mesh, {table, st}, {ids, si});
+      }
+  }
+  // Every id of one shard's rows, and ids that repeat (their gradients add up).
+  const auto repeated = torch::tensor({0, 15, 15, 7, 8, 0, 3, 3}, torch::kLong).reshape({2, 4});
+  for (const auto& mesh : op_meshes())
+    for (const auto& st : specs_for({16, 8}, *mesh, {.max_sharded_dims = 1}))
+      check_embedding(mesh, {table, st}, {repeated, P()});
+}
+
+TEST_CASE("layer_norm and rms_norm over the last dim are exact, sharded there or not",
+          "[ranks2][ranks4][ranks8]") {
+  const auto x = normal_values({8, 16}, 82) * 2 + 0.5;
+  const auto scale = normal_values({16}, 83), bias = normal_values({16}, 84);
+  for (const auto& mesh : op_meshes())
+    for (const auto& in : layouts(x, *mesh, {.tuples = true})) {
+      for (const auto& params : specs_for({16}, *mesh)) check_norms(mesh, in, scale, bias, params);
+      check_norms_without_params(mesh, in);
+    }
+  // The epsilon is used (a large one changes the values), and batch dims may be several.
+  const auto cube = normal_values({4, 8, 16}, 85);
+  for (const auto& mesh : op_meshes())
+    for (const auto& in : layouts(cube, *mesh, {.max_sharded_dims = 2})) {
+      check_norms(mesh, in, scale, bias, replicated(1), 0.5);
+      check_norms(mesh, in, scale, bias, P(in.spec[2]));
+    }
+}
+
+TEST_CASE("cross_entropy is exact with batch-sharded and class-sharded logits",
+          "[ranks2][ranks4][ranks8]") {
+  for (int64_t classes : {10, 16}) {
+    const auto logits = normal_values({8, classes}, 86) * 2;
+    const auto labels = integer_values({8}, classes, 87);
+    INFO(classes << " classes");
+    for (const auto& mesh : op_meshes())
+      for (const auto& in : layouts(logits, *mesh, {.tuples = true}))
+        for (const auto& sl : specs_for({8}, *mesh, {.tuples = true})) {
+          INFO("labels " << sl.to_string());
+          auto result = check_cross_entropy(mesh, in, {labels, sl});
+          CHECK(result.out.shape() == nnx::Shape{});
+        }
+  }
+  // Logits [2, 4, 16] against labels [2, 4].
+  const auto logits = normal_values({2, 4, 16}, 88), labels = integer_values({2, 4}, 16, 89);
+  for (const auto& mesh : op_meshes())
+    for (const auto& in : layouts(logits, *mesh))
+      check_cross_entropy(mesh, in, {labels, P(in.spec[0], in.spec[1])});
+}
+
+TEST_CASE("mean_squared_error is exact on every pair of layouts", "[ranks2][ranks4][ranks8]") {
+  const auto a = normal_values({8, 16}, 90), b = normal_values({8, 16}, 91);
+  auto mse = [](const Array& x, const Array& y) { return nnx::mean_squared_error(x, y); };
+  auto oracle = [](const at::Tensor& x, const at::Tensor& y) { return torch::mse_loss(x, y); };
+  for (const auto& mesh : op_meshes()) {
+    for (const auto& [sa, sb] : spec_pairs({8, 16}, {8, 16}, *mesh))
+      check_binary(mesh, {a, sa}, {b, sb}, mse, oracle);
+    for (const auto& pa : pending_sum_layouts(a, *mesh))
+      for (const auto& pb : layouts(b, *mesh)) check_binary(mesh, pa, pb, mse, oracle);
+  }
+}
+
+TEST_CASE("dot_product_attention is exact with heads sharded, causal or not",
+          "[ranks2][ranks4][ranks8]") {
+  const auto q = normal_values({2, 4, 6, 8}, 92), k = normal_values({2, 4, 6, 8}, 93);
+  const auto v = normal_values({2, 4, 6, 8}, 94);
+  for (const auto& mesh : op_meshes())
+    for (const auto& s : specs_for({2, 4, 6, 8}, *mesh, {.tuples = true, .dims = {0, 1}}))
+      for (bool causal : {false, true}) {
+        check_attention(mesh, {{q, s}, {k, s}, {v, s}}, causal);
+        // Replicated keys and values next to sharded queries.
+        check_attention(mesh, {{q, s}, {k, P()}, {v, P()}}, causal);
+      }
+}
+
+TEST_CASE("nn ops on layouts without a rule still give exact values and gradients",
+          "[ranks2][ranks4][ranks8]") {
+  // Fallbacks are allowed here; the values and gradients are not negotiable.
+  const Check any{.promised = false};
+  const auto q = normal_values({2, 4, 6, 8}, 95), k = normal_values({2, 4, 6, 8}, 96);
+  const auto v = normal_values({2, 4, 6, 8}, 97);
+  const auto table = normal_values({16, 8}, 98);
+  const auto ids = integer_values({4, 6}, 16, 99);
+  for (const auto& mesh : op_meshes()) {
+    // Sequence-sharded attention.
+    for (const auto& s : specs_for({2, 4, 6, 8}, *mesh, {.dims = {2}}))
+      for (bool causal : {false, true})
+        check_attention(mesh, {{q, s}, {k, s}, {v, s}}, causal, any);
+    // Ids sharded along the sequence, and a table sharded on both dims.
+    for (const auto& si : specs_for({4, 6}, *mesh, {.dims = {1}}))
+      for (const auto& st : specs_for({16, 8}, *mesh, {.tuples = true}))
+        check_embedding(mesh, {table, st}, {ids, si}, any);
+  }
+}
+
+TEST_CASE("ops reject mismatched shapes and meshes on every rank alike, naming them",
+          "[ranks2][ranks4][ranks8]") {
+  const auto& mesh = op_meshes().front();
+  const auto& other_mesh = op_meshes().back();
+  const auto full = normal_values({8, 16}, 100);
+  const auto a = nnx::device_put(full, {mesh, P("x")});
+  const auto bad_inner = nnx::device_put(normal_values({12, 4}, 101), {mesh, P()});
+  const auto bad_width = nnx::device_put(normal_values({8, 15}, 102), {mesh, P("x")});
+  CHECK_THROWS_AS(nnx::matmul(a, bad_inner), nnx::Error);
+  CHECK_THROWS_WITH(nnx::matmul(a, bad_inner), Contains("8, 16") && Contains("12, 4"));
+  CHECK_THROWS_AS(nnx::add(a, bad_width), nnx::Error);
+  CHECK_THROWS_WITH(nnx::add(a, bad_width), Contains("8, 16") && Contains("8, 15"));
+  const auto elsewhere = nnx::device_put(full, {other_mesh, P()});
+  const auto elsewhere_b = nnx::device_put(normal_values({16, 12}, 103), {other_mesh, P()});
+  INFO(mesh->to_string() << " and " << other_mesh->to_string());
+  CHECK_THROWS_AS(nnx::add(a, elsewhere), nnx::Error);
+  CHECK_THROWS_WITH(nnx::add(a, elsewhere),
+                    Contains(mesh->to_string()) && Contains(other_mesh->to_string()));
+  CHECK_THROWS_WITH(nnx::matmul(a, elsewhere_b),
+                    Contains(mesh->to_string()) && Contains(other_mesh->to_string()));
+  // No rank was left inside a collective: they are still in step.
+  CHECK(torch::equal(nnx::gather(a), full));
+  CHECK(torch::equal(nnx::gather(nnx::add(a, a)), full * 2));
+}
+
+TEST_CASE("ops reject mismatched shapes without a mesh, naming them") {
+  const Array a(normal_values({8, 16}, 104));
+  CHECK_THROWS_WITH(nnx::matmul(a, Array(torch::zeros({12, 4}, torch::kDouble))),
+                    Contains("8, 16") && Contains("12, 4"));
+  CHECK_THROWS_WITH(nnx::add(a, Array(torch::zeros({8, 15}, torch::kDouble))),
+                    Contains("8, 16") && Contains("8, 15"));
+  CHECK_THROWS_WITH(nnx::mul(a, Array(torch::zeros({16, 8}, torch::kDouble))),
+                    Contains("8, 16") && Contains("16, 8"));
+  CHECK_THROWS_WITH(nnx::reshape(a, {5, 5}), Contains("8, 16") && Contains("5, 5"));
+}
+
+TEST_CASE("embedding, norms, losses and attention without a mesh equal LibTorch") {
+  const MeshPtr none;
+  check_embedding(none, {normal_values({16, 8}, 110)}, {integer_values({4, 6}, 16, 111)});
+  const auto x = normal_values({8, 16}, 112);
+  check_norms(none, {x}, normal_values({16}, 113), normal_values({16}, 114), P());
+  check_norms(none, {x}, normal_values({16}, 113), normal_values({16}, 114), P(), 0.5);
+  check_norms_without_params(none, {x});
+  check_cross_entropy(none, {normal_values({8, 10}, 115)}, {integer_values({8}, 10, 116)});
+  check_binary(
+      none, {x}, {normal_values({8, 16}, 117)},
+      [](const Array& p, const Array& t) { return nnx::mean_squared_error(p, t); },
+      [](const at::Tensor& p, const at::Tensor& t) { return torch::mse_loss(p, t); });
+  const auto q = normal_values({2, 4, 6, 8}, 118), k = normal_values({2, 4, 6, 8}, 119);
+  const auto v = normal_values({2, 4, 6, 8}, 120);
+  for (bool causal : {false, true}) check_attention(none, {{q}, {k}, {v}}, causal);
+}
