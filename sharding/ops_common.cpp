@@ -18,7 +18,7 @@ namespace detail {
 std::shared_ptr<const Mesh> common_mesh(const std::vector<const Array*>& arrays, const char* op) {
   std::shared_ptr<const Mesh> mesh;
   for (const Array* a : arrays) {
-    NNX_CHECK(a->defined(), "[{}] an input array is empty", op);
+    if (!a->defined()) throw_error(op, "an input array is empty");
     if (!a->mesh()) continue;
     if (!mesh) mesh = a->mesh();
     else if (mesh != a->mesh() && !(*mesh == *a->mesh() && mesh->is_bound() == a->mesh()->is_bound()))

@@ -13,10 +13,10 @@ using namespace detail;
 
 Array matmul(const Array& a0, const Array& b0) {
   NNX_CHECK(a0.ndim() >= 2 && b0.ndim() >= 2,
-            "[matmul] needs arrays of rank >= 2, got {} and {}", shape_str(a0), shape_str(b0));
+            "needs arrays of rank >= 2, got {} and {}", shape_str(a0), shape_str(b0));
   const int64_t k = a0.shape().back();
   NNX_CHECK(b0.shape()[b0.ndim() - 2] == k,
-            "[matmul] inner dims differ: {} @ {} ({} vs {})", shape_str(a0), shape_str(b0), k,
+            "inner dims differ: {} @ {} ({} vs {})", shape_str(a0), shape_str(b0), k,
             b0.shape()[b0.ndim() - 2]);
   auto mesh = common_mesh({&a0, &b0}, "matmul");
   // Output shape: broadcast batch dims, then m, n.
@@ -26,7 +26,7 @@ Array matmul(const Array& a0, const Array& b0) {
   for (int64_t i = 0; i < batch; ++i) {
     int64_t da = i < batch - batch_a ? 1 : a0.shape()[i - (batch - batch_a)];
     int64_t db = i < batch - batch_b ? 1 : b0.shape()[i - (batch - batch_b)];
-    NNX_CHECK(da == db || da == 1 || db == 1, "[matmul] batch dims of {} and {} do not broadcast",
+    NNX_CHECK(da == db || da == 1 || db == 1, "batch dims of {} and {} do not broadcast",
               shape_str(a0), shape_str(b0));
     shape[i] = std::max(da, db);
   }

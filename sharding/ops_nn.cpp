@@ -29,9 +29,9 @@ Array whole_last_dim(const Array& x) {
 at::Tensor replicated_vector(const std::optional<Array>& v, const Array& like, const char* op,
                              const char* name) {
   if (!v) return {};
-  NNX_CHECK(v->ndim() == 1 && v->shape()[0] == like.shape().back(),
-            "[{}] {} of shape {} does not fit features of size {}", op, name, shape_str(*v),
-            like.shape().back());
+  if (v->ndim() != 1 || v->shape()[0] != like.shape().back())
+    throw_error(op, fmt::format("{} of shape {} does not fit features of size {}", name,
+                                shape_str(*v), like.shape().back()));
   if (!like.mesh()) return v->local();
   return relayout(on_mesh(*v, like.mesh()), {{}}, {}).local();
 }
@@ -39,9 +39,9 @@ at::Tensor replicated_vector(const std::optional<Array>& v, const Array& like, c
 }  // namespace
 
 Array embedding_lookup(const Array& table0, const Array& ids0) {
-  NNX_CHECK(table0.ndim() == 2, "[embedding_lookup] the table must be [vocab, features], got {}",
+  NNX_CHECK(table0.ndim() == 2, "the table must be [vocab, features], got {}",
             shape_str(table0));
-  NNX_CHECK(!at::isFloatingType(ids0.dtype()), "[embedding_lookup] ids must be integers, got {}",
+  NNX_CHECK(!at::isFloatingType(ids0.dtype()), "ids must be integers, got {}",
             dtype_name(ids0.dtype()));
   auto mesh = common_mesh({&table0, &ids0}, "embedding_lookup");
   if (!mesh) return Array(torch::embedding(table0.local(), ids0.local()));
@@ -96,7 +96,7 @@ Array rms_norm(const Array& x0, const std::optional<Array>& scale, double epsilo
 }
 
 Array dropout(const Array& x, double rate, const random::Key& key) {
-  NNX_CHECK(rate >= 0 && rate <= 1, "[dropout] rate must lie in [0, 1], got {}", rate);
+  NNX_CHECK(rate >= 0 && rate <= 1, "rate must lie in [0, 1], got {}", rate);
   if (rate == 0) return x;
   if (rate == 1) return mul(x, 0.0);
   const double keep = 1 - rate;
@@ -106,11 +106,11 @@ Array dropout(const Array& x, double rate, const random::Key& key) {
 
 Array cross_entropy(const Array& logits0, const Array& labels0) {
   NNX_CHECK(logits0.ndim() >= 1 && labels0.ndim() == logits0.ndim() - 1,
-            "[cross_entropy] logits [..., classes] and labels [...] expected, got {} and {}",
+            "logits [..., classes] and labels [...] expected, got {} and {}",
             shape_str(logits0), shape_str(labels0));
   for (int64_t d = 0; d < labels0.ndim(); ++d)
     NNX_CHECK(labels0.shape()[d] == logits0.shape()[d],
-              "[cross_entropy] labels {} do not match logits {}", shape_str(labels0),
+              "labels {} do not match logits {}", shape_str(labels0),
               shape_str(logits0));
   auto mesh = common_mesh({&logits0, &labels0}, "cross_entropy");
   Array logits = whole_last_dim(on_mesh(logits0, mesh));
@@ -129,11 +129,11 @@ Array mean_squared_error(const Array& a, const Array& b) { return mean(square(su
 
 Array dot_product_attention(const Array& q0, const Array& k0, const Array& v0, bool causal) {
   NNX_CHECK(q0.ndim() == 4 && k0.ndim() == 4 && v0.ndim() == 4,
-            "[dot_product_attention] q, k, v are [batch, heads, seq, head_dim]; got {}, {}, {}",
+            "q, k, v are [batch, heads, seq, head_dim]; got {}, {}, {}",
             shape_str(q0), shape_str(k0), shape_str(v0));
   NNX_CHECK(q0.shape()[3] == k0.shape()[3] && k0.shape()[2] == v0.shape()[2] &&
                 q0.shape()[0] == k0.shape()[0] && q0.shape()[1] == k0.shape()[1],
-            "[dot_product_attention] q {}, k {}, v {} do not fit together", shape_str(q0),
+            "q {}, k {}, v {} do not fit together", shape_str(q0),
             shape_str(k0), shape_str(v0));
   auto mesh = common_mesh({&q0, &k0, &v0}, "dot_product_attention");
   Array q = resolved(on_mesh(q0, mesh)), k = resolved(on_mesh(k0, mesh)),

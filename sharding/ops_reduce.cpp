@@ -19,7 +19,8 @@ std::vector<int64_t> reduced_dims(const Array& a, std::vector<int64_t> dims, con
     for (int64_t d = 0; d < a.ndim(); ++d) dims.push_back(d);
   for (auto& d : dims) d = normalize_dim(d, a.ndim(), op);
   std::sort(dims.begin(), dims.end());
-  NNX_CHECK(std::adjacent_find(dims.begin(), dims.end()) == dims.end(), "[{}] a dim is repeated", op);
+  if (std::adjacent_find(dims.begin(), dims.end()) != dims.end())
+    throw_error(op, "a dim is repeated");
   return dims;
 }
 
@@ -69,7 +70,7 @@ Array mean(const Array& a, std::vector<int64_t> dims, bool keepdim) {
   dims = reduced_dims(a, std::move(dims), "mean");
   int64_t count = 1;
   for (auto d : dims) count *= a.shape()[d];
-  NNX_CHECK(count > 0, "[mean] over {} elements of an array of shape {}", count, shape_str(a));
+  NNX_CHECK(count > 0, "over {} elements of an array of shape {}", count, shape_str(a));
   return mul(sum(a, dims, keepdim), 1.0 / static_cast<double>(count));
 }
 

@@ -27,14 +27,14 @@ Array reshape(const Array& a, Shape shape) {
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      NNX_CHECK(infer < 0, "[reshape] more than one -1 in {}", to_string(shape));
+      NNX_CHECK(infer < 0, "more than one -1 in {}", to_string(shape));
       infer = static_cast<int64_t>(i);
     } else {
       known *= shape[i];
     }
   }
   if (infer >= 0 && known > 0) shape[infer] = a.numel() / known;
-  NNX_CHECK(numel(shape) == a.numel(), "[reshape] cannot reshape {} ({} elements) to {}",
+  NNX_CHECK(numel(shape) == a.numel(), "cannot reshape {} ({} elements) to {}",
             shape_str(a), a.numel(), to_string(shape));
   if (!a.mesh()) return Array(a.local().reshape(shape));
 
@@ -95,7 +95,7 @@ Array transpose(const Array& a, int64_t dim0, int64_t dim1) {
 }
 
 Array concatenate(const std::vector<Array>& arrays, int64_t dim) {
-  NNX_CHECK(!arrays.empty(), "[concatenate] needs at least one array");
+  NNX_CHECK(!arrays.empty(), "needs at least one array");
   std::vector<const Array*> ptrs;
   for (const auto& a : arrays) ptrs.push_back(&a);
   auto mesh = common_mesh(ptrs, "concatenate");
@@ -104,11 +104,11 @@ Array concatenate(const std::vector<Array>& arrays, int64_t dim) {
   Shape shape = arrays[0].shape();
   shape[dim] = 0;
   for (const auto& a : arrays) {
-    NNX_CHECK(a.ndim() == rank, "[concatenate] ranks differ: {} and {}", shape_str(arrays[0]),
+    NNX_CHECK(a.ndim() == rank, "ranks differ: {} and {}", shape_str(arrays[0]),
               shape_str(a));
     for (int64_t d = 0; d < rank; ++d)
       NNX_CHECK(d == dim || a.shape()[d] == arrays[0].shape()[d],
-                "[concatenate] shapes {} and {} differ outside dim {}", shape_str(arrays[0]),
+                "shapes {} and {} differ outside dim {}", shape_str(arrays[0]),
                 shape_str(a), dim);
     shape[dim] += a.shape()[dim];
   }
@@ -129,7 +129,7 @@ Array concatenate(const std::vector<Array>& arrays, int64_t dim) {
 
 Array with_sharding_constraint(const Array& x, const PartitionSpec& spec) {
   NNX_CHECK(x.mesh() != nullptr,
-            "[with_sharding_constraint] the array is on no mesh; place it with device_put");
+            "the array is on no mesh; place it with device_put");
   return redistribute(x, spec);
 }
 

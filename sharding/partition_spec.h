@@ -2,6 +2,7 @@
 // as jax.sharding.PartitionSpec. Names may be mesh axes or logical names (see sharding_rules).
 #pragma once
 
+#include <concepts>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -36,12 +37,10 @@ class SpecEntry {
 class PartitionSpec {
  public:
   PartitionSpec() = default;
-  PartitionSpec(std::initializer_list<SpecEntry> entries) : entries_(entries) {}
-  template <class... Entries>
-    requires(sizeof...(Entries) > 0 && (std::is_constructible_v<SpecEntry, Entries> && ...))
-  explicit PartitionSpec(Entries&&... entries)
-      : entries_{SpecEntry(std::forward<Entries>(entries))...} {}
-  explicit PartitionSpec(std::vector<SpecEntry> entries) : entries_(std::move(entries)) {}
+  // From a vector of entries (a template, so that a braced list never lands here).
+  template <class V>
+    requires std::same_as<V, std::vector<SpecEntry>>
+  explicit PartitionSpec(V entries) : entries_(std::move(entries)) {}
 
   size_t size() const { return entries_.size(); }
   const SpecEntry& operator[](size_t dim) const { return entries_.at(dim); }
@@ -55,6 +54,29 @@ class PartitionSpec {
   std::vector<SpecEntry> entries_;
 };
 
-using P = PartitionSpec;
+// P(...): one argument per dim, as JAX's P: P("data", nnx::none), P({"fsdp", "model"}) (one
+// dim split over two axes, fsdp major), P({"b", "a"}, nnx::none). Functions, not constructors,
+// so that a braced list is always one tuple entry.
+inline PartitionSpec P() { return {}; }
+inline PartitionSpec P(SpecEntry d0) { return PartitionSpec(std::vector<SpecEntry>{std::move(d0)}); }
+inline PartitionSpec P(SpecEntry d0, SpecEntry d1) {
+  return PartitionSpec(std::vector<SpecEntry>{std::move(d0), std::move(d1)});
+}
+inline PartitionSpec P(SpecEntry d0, SpecEntry d1, SpecEntry d2) {
+  return PartitionSpec(std::vector<SpecEntry>{std::move(d0), std::move(d1), std::move(d2)});
+}
+inline PartitionSpec P(SpecEntry d0, SpecEntry d1, SpecEntry d2, SpecEntry d3) {
+  return PartitionSpec(
+      std::vector<SpecEntry>{std::move(d0), std::move(d1), std::move(d2), std::move(d3)});
+}
+inline PartitionSpec P(SpecEntry d0, SpecEntry d1, SpecEntry d2, SpecEntry d3, SpecEntry d4) {
+  return PartitionSpec(std::vector<SpecEntry>{std::move(d0), std::move(d1), std::move(d2),
+                                              std::move(d3), std::move(d4)});
+}
+inline PartitionSpec P(SpecEntry d0, SpecEntry d1, SpecEntry d2, SpecEntry d3, SpecEntry d4,
+                       SpecEntry d5) {
+  return PartitionSpec(std::vector<SpecEntry>{std::move(d0), std::move(d1), std::move(d2),
+                                              std::move(d3), std::move(d4), std::move(d5)});
+}
 
 }  // namespace nnx

@@ -6,14 +6,19 @@
 using Catch::Matchers::Contains;
 
 TEST_CASE("a PartitionSpec takes names, none and tuples") {
-  nnx::P spec("data", nnx::none, nnx::SpecEntry{"fsdp", "model"});
+  auto spec = nnx::P("data", nnx::none, nnx::SpecEntry{"fsdp", "model"});
   CHECK(spec.size() == 3);
   CHECK(spec[1].is_none());
   CHECK(spec[2].names() == std::vector<std::string>{"fsdp", "model"});
   CHECK(spec.to_string() == "PartitionSpec('data', None, ('fsdp', 'model'))");
-  nnx::P braces{"data", {"fsdp", "model"}, nullptr};
+  auto braces = nnx::P("data", {"fsdp", "model"}, nullptr);
   CHECK(braces.to_string() == "PartitionSpec('data', ('fsdp', 'model'), None)");
   CHECK(spec.axis_names() == std::vector<std::string>{"data", "fsdp", "model"});
+  // A braced list is one dim split over several axes, as a tuple in JAX.
+  auto tuple = nnx::P({"i", "j"});
+  CHECK(tuple.size() == 1);
+  CHECK(tuple.to_string() == "PartitionSpec(('i', 'j'))");
+  CHECK(nnx::P({"b", "a"}, nnx::none).to_string() == "PartitionSpec(('b', 'a'), None)");
 }
 
 TEST_CASE("metadata round-trips through JSON, free-form entries included") {

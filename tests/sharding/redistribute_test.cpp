@@ -76,7 +76,7 @@ TEST_CASE("redistribute picks the cheap collective for common moves", "[ranks4][
   CHECK(counts.all_gather == 1);
   CHECK(counts.collectives() == 1);
   counts = {};
-  (void)nnx::redistribute(x, nnx::P{{"b", "a"}, nnx::none});
+  (void)nnx::redistribute(x, nnx::P({"b", "a"}, nnx::none));
   CHECK(counts.collectives() == 0);
 }
 

@@ -29,7 +29,7 @@ inline std::vector<nnx::PartitionSpec> all_specs_2d() {
       bool clash = false;
       for (const auto& n : e0.names())
         for (const auto& m : e1.names()) clash |= n == m;
-      if (!clash) out.push_back(nnx::PartitionSpec({e0, e1}));
+      if (!clash) out.push_back(nnx::P(e0, e1));
     }
   return out;
 }

@@ -1,0 +1,73 @@
+// Op overhead on one process: each nnx op on Arrays (plain, and on a one-process mesh where the
+// sharding rules run) against the same LibTorch calls on tensors. Prints one JSON line per op:
+// medians of many calls and the ratios nnx / torch.
+#include <nnx/nnx.h>
+
+#include <torch/torch.h>
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <string>
+
+#include "bench_util.h"
+
+namespace {
+
+struct Case {
+  std::string op;
+  std::string shape;
+  std::function<at::Tensor()> torch_call;
+  std::function<nnx::Array()> plain_call;
+  std::function<nnx::Array()> mesh_call;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::stoi(argv[1]) : 2000;
+  torch::NoGradGuard no_grad;
+  at::set_num_threads(1);
+  auto mesh = nnx::make_mesh({nnx::world_size()}, {"x"});
+  auto on_mesh = [&](const at::Tensor& t) { return nnx::device_put(t, {mesh, nnx::P()}); };
+  std::vector<Case> cases;
+  for (int64_t n : {16, 256}) {
+    auto a = torch::randn({n, n}), b = torch::randn({n, n}), v = torch::randn({n});
+    auto pa = nnx::Array(a), pb = nnx::Array(b), pv = nnx::Array(v);
+    auto ma = on_mesh(a), mb = on_mesh(b), mv = on_mesh(v);
+    std::string shape = fmt::format("[{},{}]", n, n);
+    cases.push_back({"add", shape, [=] { return a + b; }, [=] { return pa + pb; },
+                     [=] { return ma + mb; }});
+    cases.push_back({"add_broadcast", shape, [=] { return a + v; }, [=] { return pa + pv; },
+                     [=] { return ma + mv; }});
+    cases.push_back({"relu", shape, [=] { return a.relu(); }, [=] { return nnx::relu(pa); },
+                     [=] { return nnx::relu(ma); }});
+    cases.push_back({"matmul", shape, [=] { return a.matmul(b); },
+                     [=] { return nnx::matmul(pa, pb); }, [=] { return nnx::matmul(ma, mb); }});
+    cases.push_back({"softmax", shape, [=] { return a.softmax(-1); },
+                     [=] { return nnx::softmax(pa); }, [=] { return nnx::softmax(ma); }});
+    cases.push_back({"sum_dim0", shape, [=] { return a.sum(0); },
+                     [=] { return nnx::sum(pa, {0}); }, [=] { return nnx::sum(ma, {0}); }});
+    cases.push_back({"layer_norm", shape,
+                     [=] {
+                       auto mu = a.mean(-1, true);
+                       auto var = ((a * a).mean(-1, true) - mu * mu).clamp_min(0);
+                       return (a - mu) * (var + 1e-6).rsqrt() * v + v;
+                     },
+                     [=] { return nnx::layer_norm(pa, pv, pv); },
+                     [=] { return nnx::layer_norm(ma, mv, mv); }});
+  }
+  for (const auto& c : cases) {
+    double t_torch = nnx_bench::median_seconds(c.torch_call, reps);
+    double t_plain = nnx_bench::median_seconds(c.plain_call, reps);
+    double t_mesh = nnx_bench::median_seconds(c.mesh_call, reps);
+    if (nnx::world_rank() == 0)
+      fmt::print(
+          "{{\"bench\": \"op_overhead\", \"op\": \"{}\", \"shape\": \"{}\", \"reps\": {}, "
+          "\"torch_us\": {:.2f}, \"nnx_plain_us\": {:.2f}, \"nnx_mesh_us\": {:.2f}, "
+          "\"ratio_plain\": {:.3f}, \"ratio_mesh\": {:.3f}}}\n",
+          c.op, c.shape, reps, t_torch * 1e6, t_plain * 1e6, t_mesh * 1e6, t_plain / t_torch,
+          t_mesh / t_torch);
+  }
+  return 0;
+}
