@@ -199,6 +199,7 @@ at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const
                       stacked.data_ptr(), count_of(bytes, "all_gather"), MPI_BYTE, impl_->comm),
         "MPI_Allgather");
   if (tensor.dim() == 0) return stacked;
+  if (dim == 0) return stacked.flatten(0, 1);  // already in place: no copy
   return torch::cat(stacked.unbind(0), dim);
 }
 
@@ -211,7 +212,16 @@ at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) c
   agree(*impl_, "reduce_scatter", tensor, dim);
   if (impl_->size == 1) return tensor;
   at::Tensor input = reduced_in_float(tensor.scalar_type()) ? tensor.to(at::kFloat) : tensor;
-  at::Tensor stacked = torch::stack(input.chunk(impl_->size, dim), 0).contiguous();
+  // Chunks along dim 0 of a contiguous tensor already lie in member order (no copy).
+  at::Tensor stacked;
+  if (dim == 0 && input.is_contiguous()) {
+    auto sizes = input.sizes().vec();
+    sizes[0] /= impl_->size;
+    sizes.insert(sizes.begin(), impl_->size);
+    stacked = input.view(sizes);
+  } else {
+    stacked = torch::stack(input.chunk(impl_->size, dim), 0).contiguous();
+  }
   auto chunk_sizes = stacked.sizes().vec();
   chunk_sizes.erase(chunk_sizes.begin());
   at::Tensor out = torch::empty(chunk_sizes, stacked.options());
@@ -233,13 +243,25 @@ at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
             tensor.size(split_dim), impl_->size);
   agree(*impl_, "all_to_all", tensor, split_dim * 64 + concat_dim);
   if (impl_->size == 1) return tensor;
-  at::Tensor stacked = torch::stack(tensor.chunk(impl_->size, split_dim), 0).contiguous();
-  at::Tensor received = torch::empty_like(stacked);
-  int64_t bytes = stacked.numel() / impl_->size * static_cast<int64_t>(stacked.element_size());
-  check(MPI_Alltoall(stacked.data_ptr(), count_of(bytes, "all_to_all"), MPI_BYTE,
-                     received.data_ptr(), count_of(bytes, "all_to_all"), MPI_BYTE, impl_->comm),
+  // Chunks along dim 0 of a contiguous tensor are already in member order (no copy), and
+  // received chunks concatenated along dim 0 are the output itself.
+  at::Tensor send = split_dim == 0 && tensor.is_contiguous()
+                        ? tensor
+                        : torch::stack(tensor.chunk(impl_->size, split_dim), 0).contiguous();
+  at::Tensor received = torch::empty({send.numel()}, send.options());
+  int64_t bytes = send.numel() / impl_->size * static_cast<int64_t>(send.element_size());
+  check(MPI_Alltoall(send.data_ptr(), count_of(bytes, "all_to_all"), MPI_BYTE, received.data_ptr(),
+                     count_of(bytes, "all_to_all"), MPI_BYTE, impl_->comm),
         "MPI_Alltoall");
-  return torch::cat(received.unbind(0), concat_dim);
+  auto chunk = tensor.sizes().vec();
+  chunk[split_dim] /= impl_->size;
+  if (concat_dim == 0) {
+    auto out = chunk;
+    out[0] *= impl_->size;
+    return received.view(out);
+  }
+  chunk.insert(chunk.begin(), impl_->size);
+  return torch::cat(received.view(chunk).unbind(0), concat_dim);
 }
 
 void Communicator::broadcast_(at::Tensor& tensor, int root) const {

@@ -52,15 +52,10 @@ inline at::Tensor seed_cotangent(const at::Tensor& g, const nnx::Array& out) {
   return local;
 }
 
-// The exact gradient block of an input from its local gradient: summed over the axes the input
-// is replicated on (a replicated input's local gradient is a partial sum).
+// The exact gradient block of an input from its local gradient, by the framework's own
+// reduction (a replicated input's local gradient is a partial sum over its replica axes).
 inline at::Tensor exact_gradient(const at::Tensor& local_grad, const nnx::Array& in) {
-  at::Tensor g = local_grad.clone();
-  auto placements = in.placements();
-  const auto& names = in.mesh()->axis_names();
-  for (size_t a = 0; a < placements.size(); ++a)
-    if (placements[a].is_replicate()) in.mesh()->comm(names[a]).all_reduce_(g);
-  return g;
+  return nnx::reduce_gradient(in, local_grad).local();
 }
 
 }  // namespace nnx_test

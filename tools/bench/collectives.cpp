@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
       std::function<void()> nnx_call, mpi_call;
     };
     std::vector<Op> ops{
-        {"all_reduce", [&] { auto t = x.clone(); world.all_reduce_(t); },
+        {"all_reduce", [&] { y.copy_(x); world.all_reduce_(y); },
          [&] {
            y.copy_(x);
            MPI_Allreduce(MPI_IN_PLACE, y.data_ptr(), c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
