@@ -1,0 +1,60 @@
+// value_and_grad: the loss of a model and the gradients of its parameters, already reduced over
+// the mesh axes each parameter is replicated on (the all-reduces a compiler would insert):
+//   auto [loss, grads] = nnx::value_and_grad([&](MLP& m) { return loss_fn(m, batch); }, model);
+// The reduction runs once per step in size-capped buckets, in the same order on every rank.
+#pragma once
+
+#include <nnx/framework/filter.h>
+#include <nnx/framework/graph.h>
+#include <nnx/framework/state.h>
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace nnx {
+
+struct GradOptions {
+  Filter wrt = OfType<Param>;                // which variables get gradients
+  int64_t bucket_cap_bytes = 25 << 20;       // 25 MiB per all-reduce, as DDP
+};
+
+struct LossAndGrads {
+  Array loss;
+  State grads;  // path -> gradient (same kind and layout as the variable)
+};
+
+template <class Aux> struct LossAuxAndGrads {
+  Array loss;
+  Aux aux;
+  State grads;
+};
+
+// How many gradient all-reduces (buckets) value_and_grad has run on this thread.
+int64_t& gradient_all_reduce_count();
+
+namespace detail {
+// Marks the selected variables' tensors as autograd leaves; returns them in state order.
+State prepare_grad_leaves(Module& module, const Filter& wrt);
+// Backward from `loss`, then the bucketed reduction; leaves are detached again.
+State reduce_grads(const Array& loss, State& leaves, int64_t bucket_cap_bytes);
+}  // namespace detail
+
+// fn(model) returns the scalar loss Array, or a std::pair(loss, aux) for has_aux.
+template <class M, class Fn> auto value_and_grad(Fn&& fn, M& model, const GradOptions& options = {}) {
+  State leaves = detail::prepare_grad_leaves(model, options.wrt);
+  auto result = fn(model);
+  if constexpr (std::is_same_v<std::decay_t<decltype(result)>, Array>) {
+    State grads = detail::reduce_grads(result, leaves, options.bucket_cap_bytes);
+    return LossAndGrads{result.with_local(result.local().detach()), std::move(grads)};
+  } else {
+    auto& [loss, aux] = result;
+    State grads = detail::reduce_grads(loss, leaves, options.bucket_cap_bytes);
+    using Aux = std::decay_t<decltype(aux)>;
+    return LossAuxAndGrads<Aux>{loss.with_local(loss.local().detach()), std::move(aux),
+                                std::move(grads)};
+  }
+}
+
+}  // namespace nnx

@@ -1,0 +1,145 @@
+// value_and_grad on meshes: data-, tensor- and mixed-parallel layouts of a two-layer MLP give the
+// one-device loss and gradients after the framework's bucketed reduction.
+#include <catch2/catch.hpp>
+
+#include <nnx/nnx.h>
+
+#include <torch/torch.h>
+
+using Catch::Matchers::Contains;
+
+namespace {
+
+struct TwoLayer : nnx::Module {
+  nnx::Param NNX_FIELD(w1);
+  nnx::Param NNX_FIELD(b1);
+  nnx::Param NNX_FIELD(w2);
+  nnx::Param NNX_FIELD(b2);
+  explicit TwoLayer(nnx::Rngs& rngs)
+      : w1(nnx::initializers::lecun_normal()(rngs.params(), {8, 16}, torch::kDouble)),
+        b1(nnx::initializers::normal(0.1)(rngs.params(), {16}, torch::kDouble)),
+        w2(nnx::initializers::lecun_normal()(rngs.params(), {16, 4}, torch::kDouble)),
+        b2(nnx::initializers::normal(0.1)(rngs.params(), {4}, torch::kDouble)) {}
+  nnx::Array operator()(const nnx::Array& x) const {
+    auto h = nnx::relu(nnx::linear(x, w1.value(), b1.value()));
+    return nnx::linear(h, w2.value(), b2.value());
+  }
+};
+
+struct Layout {
+  std::string name;
+  std::vector<int64_t> mesh_shape;
+  std::vector<std::string> axes;
+  nnx::PartitionSpec x, w1, b1, w2, b2;
+};
+
+std::vector<Layout> layouts(int64_t n) {
+  using nnx::none;
+  using nnx::P;
+  std::vector<Layout> out{
+      {"data-parallel", {n}, {"data"}, P("data", none), P(), P(), P(), P()},
+      {"tensor-parallel", {n}, {"model"}, P(), P(none, "model"), P("model"), P("model", none), P()},
+  };
+  std::vector<std::vector<int64_t>> two_d;
+  if (n == 8) two_d = {{2, 4}, {4, 2}};
+  if (n == 4) two_d = {{2, 2}};
+  if (n == 2) two_d = {{1, 2}, {2, 1}};
+  for (const auto& shape : two_d)
+    out.push_back({"mixed", shape, {"data", "model"}, P("data", none), P(none, "model"),
+                   P("model"), P("model", none), P()});
+  return out;
+}
+
+void place(nnx::Param& p, const std::shared_ptr<const nnx::Mesh>& mesh, const nnx::PartitionSpec& s) {
+  p.set_value(nnx::device_put(p.tensor(), {mesh, s}));
+}
+
+}  // namespace
+
+TEST_CASE("gradients on every layout equal the one-device gradients",
+          "[ranks2][ranks4][ranks8]") {
+  torch::manual_seed(0);
+  auto x = torch::randn({16, 8}, torch::kDouble), y = torch::randn({16, 4}, torch::kDouble);
+  nnx::Rngs rngs(0);
+  TwoLayer reference(rngs);
+  auto [ref_loss, ref_grads] = nnx::value_and_grad(
+      [&](TwoLayer& m) { return nnx::mean_squared_error(m(nnx::Array(x)), nnx::Array(y)); },
+      reference);
+  // The oracle itself against LibTorch autograd on the plain tensors.
+  auto w1 = reference.w1.tensor().clone().requires_grad_(true);
+  auto b1 = reference.b1.tensor().clone().requires_grad_(true);
+  auto w2 = reference.w2.tensor().clone().requires_grad_(true);
+  auto b2 = reference.b2.tensor().clone().requires_grad_(true);
+  auto torch_loss = ((x.matmul(w1) + b1).relu().matmul(w2) + b2 - y).pow(2).mean();
+  torch_loss.backward();
+  CHECK(torch::allclose(ref_loss.local(), torch_loss));
+  CHECK(torch::allclose(ref_grads["w1"].tensor(), w1.grad()));
+  CHECK(torch::allclose(ref_grads["b2"].tensor(), b2.grad()));
+
+  for (const auto& layout : layouts(nnx::world_size())) {
+    INFO(layout.name << " on mesh of " << layout.mesh_shape.size() << " axes, first " << layout.mesh_shape[0]);
+    auto mesh = nnx::make_mesh(layout.mesh_shape, layout.axes);
+    TwoLayer model = nnx::clone(reference);
+    place(model.w1, mesh, layout.w1);
+    place(model.b1, mesh, layout.b1);
+    place(model.w2, mesh, layout.w2);
+    place(model.b2, mesh, layout.b2);
+    auto xs = nnx::device_put(x, {mesh, layout.x});
+    auto ys = nnx::device_put(y, {mesh, layout.x});
+    nnx::gradient_all_reduce_count() = 0;
+    auto [loss, grads] = nnx::value_and_grad(
+        [&](TwoLayer& m) { return nnx::mean_squared_error(m(xs), ys); }, model);
+    CHECK(torch::allclose(nnx::gather(loss), ref_loss.local(), 1e-12, 1e-12));
+    for (const auto& path : {"w1", "b1", "w2", "b2"}) {
+      INFO(path);
+      CHECK(grads[path].is<nnx::Param>());
+      // Gradients keep the parameter's layout.
+      CHECK(grads[path].value().spec() == nnx::state(model)[path].value().spec());
+      CHECK(torch::allclose(nnx::gather(grads[path].value()), ref_grads[path].tensor(), 1e-10, 1e-12));
+    }
+    // One all-reduce per bucket: parameters sharing replica axes travel together.
+    int64_t expected = layout.name == "mixed" ? 2 : 1;
+    if (layout.name == "mixed" && layout.mesh_shape[0] == 1) expected = 1;  // no data replicas
+    if (layout.name == "mixed" && layout.mesh_shape[1] == 1) expected = 1;  // b2's axes = data's
+    CHECK(nnx::gradient_all_reduce_count() == expected);
+    // A tiny cap puts each parameter in its own bucket.
+    nnx::gradient_all_reduce_count() = 0;
+    (void)nnx::value_and_grad([&](TwoLayer& m) { return nnx::mean_squared_error(m(xs), ys); },
+                              model, {.bucket_cap_bytes = 8});
+    CHECK(nnx::gradient_all_reduce_count() <= 4);
+    CHECK(nnx::gradient_all_reduce_count() >= expected);
+  }
+}
+
+TEST_CASE("has_aux returns the auxiliary value with the loss", "[ranks2][ranks4][ranks8]") {
+  auto mesh = nnx::make_mesh({nnx::world_size()}, {"data"});
+  nnx::Rngs rngs(0);
+  TwoLayer model(rngs);
+  auto x = nnx::device_put(torch::ones({8, 8}, torch::kDouble), {mesh, nnx::P("data", nnx::none)});
+  auto result = nnx::value_and_grad(
+      [&](TwoLayer& m) {
+        auto out = m(x);
+        return std::make_pair(nnx::mean(nnx::square(out)), out);
+      },
+      model);
+  CHECK(result.aux.shape() == nnx::Shape{8, 4});
+  CHECK(result.grads.size() == 4);
+  CHECK_FALSE(model.w1.tensor().requires_grad());  // leaves are detached again
+}
+
+TEST_CASE("a parameter without a gradient on some rank is an error on every rank",
+          "[ranks2][ranks4][ranks8]") {
+  auto mesh = nnx::make_mesh({nnx::world_size()}, {"data"});
+  nnx::Rngs rngs(0);
+  TwoLayer model(rngs);
+  auto x = nnx::device_put(torch::ones({8, 8}, torch::kDouble), {mesh, nnx::P("data", nnx::none)});
+  for (auto* p : {&model.w1, &model.b1, &model.w2, &model.b2})
+    p->set_value(nnx::device_put(p->tensor(), {mesh, nnx::P()}));
+  auto loss_fn = [&](TwoLayer& m) {
+    auto h = nnx::relu(nnx::linear(x, m.w1.value(), m.b1.value()));
+    auto out = nnx::matmul(h, m.w2.value());
+    if (nnx::world_rank() == 0) out = out + m.b2.value();  // b2 only on rank 0
+    return nnx::mean(nnx::square(out));
+  };
+  CHECK_THROWS_WITH(nnx::value_and_grad(loss_fn, model), Contains("no gradient reached"));
+}
