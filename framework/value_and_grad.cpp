@@ -19,17 +19,6 @@ namespace detail {
 
 namespace {
 
-// The mesh axes (size > 1) a parameter is replicated on: its local gradient is partial there.
-std::vector<std::string> replica_axes(const Array& a) {
-  std::vector<std::string> axes;
-  if (!a.mesh()) return axes;
-  auto placements = a.placements();
-  for (size_t i = 0; i < placements.size(); ++i)
-    if (placements[i].is_replicate() && a.mesh()->shape()[i] > 1)
-      axes.push_back(a.mesh()->axis_names()[i]);
-  return axes;
-}
-
 Variable like(const Variable& v, Array value) {
   Variable out(std::move(value), v.metadata());
   VariableAccess::impl(out)->type = &v.type();

@@ -6,6 +6,16 @@
 
 namespace nnx {
 
+std::vector<std::string> replica_axes(const Array& a) {
+  std::vector<std::string> axes;
+  if (!a.mesh()) return axes;
+  auto placements = a.placements();
+  for (size_t i = 0; i < placements.size(); ++i)
+    if (placements[i].is_replicate() && a.mesh()->shape()[i] > 1)
+      axes.push_back(a.mesh()->axis_names()[i]);
+  return axes;
+}
+
 Array reduce_gradient(const Array& param, const at::Tensor& local_grad) {
   NNX_CHECK(local_grad.defined(),
             "no gradient reached this parameter on this process; every process must use every "
@@ -15,12 +25,8 @@ Array reduce_gradient(const Array& param, const at::Tensor& local_grad) {
             to_string(local_grad.sizes().vec()), to_string(param.local().sizes().vec()));
   at::Tensor g = local_grad.detach().clone();
   if (!param.mesh()) return Array(g);
-  auto placements = param.placements();
-  std::vector<std::string> replica_axes;
-  for (size_t a = 0; a < placements.size(); ++a)
-    if (placements[a].is_replicate() && param.mesh()->shape()[a] > 1)
-      replica_axes.push_back(param.mesh()->axis_names()[a]);
-  if (!replica_axes.empty()) param.mesh()->comm(replica_axes).all_reduce_(g);
+  auto axes = replica_axes(param);
+  if (!axes.empty()) param.mesh()->comm(axes).all_reduce_(g);
   return param.with_local(g);
 }
 

@@ -5,7 +5,13 @@
 
 #include <nnx/framework/array.h>
 
+#include <string>
+#include <vector>
+
 namespace nnx {
+
+// The mesh axes (of size > 1) along which `a` is replicated: a gradient there is partial.
+std::vector<std::string> replica_axes(const Array& a);
 
 // The exact gradient of `param` from this process's local gradient of its local block.
 Array reduce_gradient(const Array& param, const at::Tensor& local_grad);
