@@ -1,0 +1,217 @@
+// Gradient transformations: local math on each parameter's block; only global_norm talks.
+#include <nnx/framework/error.h>
+#include <nnx/optim/transform.h>
+#include <nnx/sharding/ops.h>
+#include <nnx/sharding/redistribute.h>
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+namespace nnx::optim {
+
+namespace {
+
+Variable& entry(State& s, size_t i) { return (s.begin() + static_cast<std::ptrdiff_t>(i))->second; }
+const Variable& entry(const State& s, size_t i) {
+  return (s.begin() + static_cast<std::ptrdiff_t>(i))->second;
+}
+const at::Tensor& local(const State& s, size_t i) { return entry(s, i).tensor(); }
+void set_local(State& s, size_t i, at::Tensor t) {
+  auto& v = entry(s, i);
+  v.set_value(v.value().with_local(std::move(t)));
+}
+
+// A slot per parameter: OptState variables shaped, sharded and annotated as the parameter.
+State slot_like(const State& params, double fill) {
+  State out;
+  for (const auto& [path, p] : params)
+    out.add(path, OptState(p.value().with_local(torch::full_like(p.tensor().detach(), fill)),
+                           p.metadata()));
+  return out;
+}
+
+void check_aligned(const State& updates, const State& params, const char* who) {
+  if (updates.size() != params.size())
+    detail::throw_error(who, fmt::format("{} updates for {} parameters; pass the gradients of "
+                                         "exactly the optimized parameters",
+                                         updates.size(), params.size()));
+  size_t i = 0;
+  for (const auto& [path, u] : updates) {
+    const auto& p = (params.begin() + static_cast<std::ptrdiff_t>(i++))->first;
+    if (p != path)
+      detail::throw_error(who, fmt::format("update '{}' where parameter '{}' was expected", path, p));
+  }
+}
+
+GradientTransformation stateless(std::function<void(State&, TxState&, const State&)> update) {
+  return {[](const State&) { return TxState{}; }, std::move(update)};
+}
+
+}  // namespace
+
+GradientTransformation chain(std::vector<GradientTransformation> transforms) {
+  return {[transforms](const State& params) {
+            TxState s;
+            for (const auto& t : transforms) s.inner.push_back(t.init(params));
+            return s;
+          },
+          [transforms](State& updates, TxState& state, const State& params) {
+            for (size_t k = 0; k < transforms.size(); ++k)
+              transforms[k].update(updates, state.inner[k], params);
+            ++state.count;
+          }};
+}
+
+GradientTransformation scale(double step_size) {
+  return stateless([step_size](State& u, TxState&, const State&) {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < u.size(); ++i) set_local(u, i, local(u, i) * step_size);
+  });
+}
+
+GradientTransformation scale_by_schedule(Schedule schedule) {
+  return {[](const State&) { return TxState{}; },
+          [schedule](State& u, TxState& state, const State&) {
+            torch::NoGradGuard no_grad;
+            double factor = schedule(state.count);
+            for (size_t i = 0; i < u.size(); ++i) set_local(u, i, local(u, i) * factor);
+            ++state.count;
+          }};
+}
+
+GradientTransformation scale_by_learning_rate(LearningRate learning_rate) {
+  if (auto* lr = std::get_if<double>(&learning_rate)) return scale(-*lr);
+  auto schedule = std::get<Schedule>(learning_rate);
+  return scale_by_schedule([schedule](int64_t step) { return -schedule(step); });
+}
+
+GradientTransformation trace(double decay, bool nesterov) {
+  return {[](const State& params) { return TxState{0, {slot_like(params, 0)}, {}}; },
+          [decay, nesterov](State& u, TxState& state, const State& params) {
+            torch::NoGradGuard no_grad;
+            check_aligned(u, params, "trace");
+            for (size_t i = 0; i < u.size(); ++i) {
+              at::Tensor t = local(u, i) + decay * local(state.slots[0], i);
+              set_local(state.slots[0], i, t);
+              set_local(u, i, nesterov ? local(u, i) + decay * t : t);
+            }
+          }};
+}
+
+GradientTransformation scale_by_adam(double b1, double b2, double eps, double eps_root) {
+  return {[](const State& params) {
+            return TxState{0, {slot_like(params, 0), slot_like(params, 0)}, {}};
+          },
+          [=](State& u, TxState& state, const State& params) {
+            torch::NoGradGuard no_grad;
+            check_aligned(u, params, "scale_by_adam");
+            const int64_t step = state.count + 1;
+            const double c1 = 1 - std::pow(b1, static_cast<double>(step));
+            const double c2 = 1 - std::pow(b2, static_cast<double>(step));
+            for (size_t i = 0; i < u.size(); ++i) {
+              const at::Tensor& g = local(u, i);
+              at::Tensor mu = (1 - b1) * g + b1 * local(state.slots[0], i);
+              at::Tensor nu = (1 - b2) * g * g + b2 * local(state.slots[1], i);
+              set_local(state.slots[0], i, mu);
+              set_local(state.slots[1], i, nu);
+              set_local(u, i, (mu / c1) / ((nu / c2 + eps_root).sqrt() + eps));
+            }
+            state.count = step;
+          }};
+}
+
+GradientTransformation scale_by_rms(double decay, double eps, double initial_scale) {
+  return {[initial_scale](const State& params) {
+            return TxState{0, {slot_like(params, initial_scale)}, {}};
+          },
+          [=](State& u, TxState& state, const State& params) {
+            torch::NoGradGuard no_grad;
+            check_aligned(u, params, "scale_by_rms");
+            for (size_t i = 0; i < u.size(); ++i) {
+              const at::Tensor& g = local(u, i);
+              at::Tensor nu = (1 - decay) * g * g + decay * local(state.slots[0], i);
+              set_local(state.slots[0], i, nu);
+              set_local(u, i, g * (nu + eps).rsqrt());
+            }
+          }};
+}
+
+GradientTransformation scale_by_lion(double b1, double b2) {
+  return {[](const State& params) { return TxState{0, {slot_like(params, 0)}, {}}; },
+          [=](State& u, TxState& state, const State& params) {
+            torch::NoGradGuard no_grad;
+            check_aligned(u, params, "scale_by_lion");
+            for (size_t i = 0; i < u.size(); ++i) {
+              const at::Tensor g = local(u, i);
+              const at::Tensor& mu = local(state.slots[0], i);
+              set_local(u, i, ((1 - b1) * g + b1 * mu).sign());
+              set_local(state.slots[0], i, (1 - b2) * g + b2 * mu);
+            }
+          }};
+}
+
+GradientTransformation add_decayed_weights(double weight_decay, std::optional<Filter> mask) {
+  return stateless([weight_decay, mask](State& u, TxState&, const State& params) {
+    torch::NoGradGuard no_grad;
+    check_aligned(u, params, "add_decayed_weights");
+    for (size_t i = 0; i < u.size(); ++i) {
+      const auto& [path, p] = *(params.begin() + static_cast<std::ptrdiff_t>(i));
+      if (mask && !(*mask)(path, p)) continue;
+      set_local(u, i, local(u, i) + weight_decay * p.tensor());
+    }
+  });
+}
+
+double global_norm(const State& tree) {
+  torch::NoGradGuard no_grad;
+  double total = 0;
+  for (const auto& [path, v] : tree)
+    total += nnx::gather(nnx::sum(nnx::square(v.value()))).item<double>();
+  return std::sqrt(total);
+}
+
+GradientTransformation clip_by_global_norm(double max_norm) {
+  NNX_CHECK(max_norm > 0, "max_norm must be positive, got {}", max_norm);
+  return stateless([max_norm](State& u, TxState&, const State&) {
+    torch::NoGradGuard no_grad;
+    const double norm = global_norm(u);
+    if (norm < max_norm) return;
+    for (size_t i = 0; i < u.size(); ++i) set_local(u, i, local(u, i) / norm * max_norm);
+  });
+}
+
+GradientTransformation sgd(LearningRate learning_rate, std::optional<double> momentum,
+                           bool nesterov) {
+  std::vector<GradientTransformation> parts;
+  if (momentum) parts.push_back(trace(*momentum, nesterov));
+  parts.push_back(scale_by_learning_rate(std::move(learning_rate)));
+  return chain(std::move(parts));
+}
+
+GradientTransformation adam(LearningRate learning_rate, double b1, double b2, double eps) {
+  return chain({scale_by_adam(b1, b2, eps), scale_by_learning_rate(std::move(learning_rate))});
+}
+
+GradientTransformation adamw(LearningRate learning_rate, double b1, double b2, double eps,
+                             double weight_decay, std::optional<Filter> mask) {
+  return chain({scale_by_adam(b1, b2, eps), add_decayed_weights(weight_decay, std::move(mask)),
+                scale_by_learning_rate(std::move(learning_rate))});
+}
+
+GradientTransformation lion(LearningRate learning_rate, double b1, double b2, double weight_decay,
+                            std::optional<Filter> mask) {
+  return chain({scale_by_lion(b1, b2), add_decayed_weights(weight_decay, std::move(mask)),
+                scale_by_learning_rate(std::move(learning_rate))});
+}
+
+GradientTransformation rmsprop(LearningRate learning_rate, double decay, double eps,
+                               double initial_scale, std::optional<double> momentum,
+                               bool nesterov) {
+  std::vector<GradientTransformation> parts{scale_by_rms(decay, eps, initial_scale),
+                                            scale_by_learning_rate(std::move(learning_rate))};
+  if (momentum) parts.push_back(trace(*momentum, nesterov));
+  return chain(std::move(parts));
+}
+
+}  // namespace nnx::optim
