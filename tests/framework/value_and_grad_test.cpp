@@ -143,3 +143,42 @@ TEST_CASE("a parameter without a gradient on some rank is an error on every rank
   };
   CHECK_THROWS_WITH(nnx::value_and_grad(loss_fn, model), Contains("no gradient reached"));
 }
+
+TEST_CASE("five Adam steps on every layout follow the one-device trajectory",
+          "[ranks2][ranks4][ranks8]") {
+  torch::manual_seed(3);
+  auto x = torch::randn({16, 8}, torch::kDouble), y = torch::randn({16, 4}, torch::kDouble);
+  nnx::Rngs rngs(0);
+  TwoLayer reference(rngs);
+  TwoLayer start = nnx::clone(reference);
+  nnx::optim::Optimizer ref_opt(reference, nnx::optim::adam(1e-2));
+  std::vector<double> ref_losses;
+  for (int step = 0; step < 5; ++step) {
+    auto [loss, grads] = nnx::value_and_grad(
+        [&](TwoLayer& m) { return nnx::mean_squared_error(m(nnx::Array(x)), nnx::Array(y)); },
+        reference);
+    ref_opt.update(reference, std::move(grads));
+    ref_losses.push_back(loss.local().item<double>());
+  }
+  for (const auto& layout : layouts(nnx::world_size())) {
+    INFO(layout.name << " on a mesh of " << layout.mesh_shape.size() << " axes");
+    auto mesh = nnx::make_mesh(layout.mesh_shape, layout.axes);
+    TwoLayer model = nnx::clone(start);
+    place(model.w1, mesh, layout.w1);
+    place(model.b1, mesh, layout.b1);
+    place(model.w2, mesh, layout.w2);
+    place(model.b2, mesh, layout.b2);
+    auto xs = nnx::device_put(x, {mesh, layout.x});
+    auto ys = nnx::device_put(y, {mesh, layout.x});
+    nnx::optim::Optimizer opt(model, nnx::optim::adam(1e-2));
+    for (int step = 0; step < 5; ++step) {
+      auto [loss, grads] = nnx::value_and_grad(
+          [&](TwoLayer& m) { return nnx::mean_squared_error(m(xs), ys); }, model);
+      opt.update(model, std::move(grads));
+      CHECK(nnx::gather(loss).item<double>() == Approx(ref_losses[step]).epsilon(1e-10));
+    }
+    for (const auto& path : {"w1", "b1", "w2", "b2"})
+      CHECK(torch::allclose(nnx::gather(nnx::state(model)[path].value()),
+                            nnx::state(reference)[path].tensor(), 1e-10, 1e-12));
+  }
+}
