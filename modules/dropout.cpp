@@ -1,0 +1,18 @@
+// Dropout layer.
+#include <nnx/framework/error.h>
+#include <nnx/modules/dropout.h>
+#include <nnx/sharding/ops.h>
+
+namespace nnx {
+
+Dropout::Dropout(double dropout_rate, Rngs& streams)
+    : rngs(streams.stream("dropout").fork()), rate(dropout_rate) {
+  NNX_CHECK(rate >= 0 && rate <= 1, "dropout rate must lie in [0, 1], got {}", rate);
+}
+
+Array Dropout::operator()(const Array& x) {
+  if (!is_training() || rate == 0) return x;
+  return dropout(x, rate, rngs());
+}
+
+}  // namespace nnx

@@ -1,0 +1,19 @@
+// Linear layer.
+#include <nnx/modules/linear.h>
+#include <nnx/sharding/ops.h>
+
+namespace nnx {
+
+Linear::Linear(int64_t in_features, int64_t out_features, Rngs& rngs, LinearOptions options)
+    : kernel(options.kernel_init(rngs.params(), {in_features, out_features}, options.param_dtype),
+             options.kernel_metadata) {
+  if (options.use_bias)
+    bias = Param(options.bias_init(rngs.params(), {out_features}, options.param_dtype),
+                 options.bias_metadata);
+}
+
+Array Linear::operator()(const Array& x) const {
+  return bias ? linear(x, kernel.value(), bias->value()) : matmul(x, kernel.value());
+}
+
+}  // namespace nnx

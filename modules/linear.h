@@ -1,0 +1,32 @@
+// nnx::Linear, as flax.nnx.Linear: kernel [in, out] (lecun_normal) then bias [out] (zeros),
+// drawing the kernel key then the bias key from rngs.params(), so Rngs(0) gives Flax's values.
+#pragma once
+
+#include <nnx/framework/initializers.h>
+#include <nnx/framework/module.h>
+#include <nnx/framework/rngs.h>
+
+#include <optional>
+
+namespace nnx {
+
+struct LinearOptions {
+  bool use_bias = true;
+  at::ScalarType param_dtype = at::kFloat;
+  Initializer kernel_init = initializers::lecun_normal();
+  Initializer bias_init = initializers::zeros();
+  Metadata kernel_metadata = {};  // e.g. {.out_sharding = P("embed", "mlp")}
+  Metadata bias_metadata = {};
+};
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, Rngs& rngs, LinearOptions options = {});
+
+  Array operator()(const Array& x) const;
+
+  Param NNX_FIELD(kernel);
+  std::optional<Param> NNX_FIELD(bias);
+};
+
+}  // namespace nnx

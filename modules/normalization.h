@@ -1,0 +1,41 @@
+// LayerNorm and RMSNorm over the last dim, as flax.nnx (epsilon 1e-6, scale ones, bias zeros,
+// scale key then bias key from rngs.params()).
+#pragma once
+
+#include <nnx/framework/initializers.h>
+#include <nnx/framework/module.h>
+#include <nnx/framework/rngs.h>
+
+#include <optional>
+
+namespace nnx {
+
+struct NormOptions {
+  double epsilon = 1e-6;
+  bool use_scale = true;
+  bool use_bias = true;  // LayerNorm only
+  at::ScalarType param_dtype = at::kFloat;
+  Metadata scale_metadata = {};
+  Metadata bias_metadata = {};
+};
+
+class LayerNorm : public Module {
+ public:
+  LayerNorm(int64_t num_features, Rngs& rngs, NormOptions options = {});
+  Array operator()(const Array& x) const;
+
+  std::optional<Param> NNX_FIELD(scale);
+  std::optional<Param> NNX_FIELD(bias);
+  double epsilon = 1e-6;
+};
+
+class RMSNorm : public Module {
+ public:
+  RMSNorm(int64_t num_features, Rngs& rngs, NormOptions options = {});
+  Array operator()(const Array& x) const;
+
+  std::optional<Param> NNX_FIELD(scale);
+  double epsilon = 1e-6;
+};
+
+}  // namespace nnx

@@ -1,0 +1,96 @@
+// Layers: Flax's defaults and key order, forward values against LibTorch, metadata, dropout
+// streams in the state, and a sharded Linear.
+#include <catch2/catch.hpp>
+
+#include <nnx/nnx.h>
+
+#include <torch/torch.h>
+
+namespace jr = nnx::random;
+using nnx::initializers::Distribution;
+using nnx::initializers::FanMode;
+
+TEST_CASE("Linear draws the kernel key then the bias key from rngs.params()") {
+  nnx::Rngs rngs(0);
+  nnx::Linear layer(3, 4, rngs);
+  auto base = jr::key(0);
+  // Rngs(0) has no params stream: params() falls back to default, fold_in(key(0), count).
+  auto kernel = nnx::initializers::lecun_normal().full(jr::fold_in(base, 0), {3, 4});
+  CHECK(torch::equal(layer.kernel.tensor(), kernel));
+  REQUIRE(layer.bias);
+  CHECK(torch::equal(layer.bias->tensor(), torch::zeros({4})));
+  CHECK(rngs.stream("default").counter() == 2);
+  CHECK(nnx::state(layer).paths() == std::vector<std::string>{"kernel", "bias"});
+  nnx::Rngs again(0);
+  nnx::Linear no_bias(3, 4, again, {.use_bias = false});
+  CHECK_FALSE(no_bias.bias);
+  CHECK(again.stream("default").counter() == 1);
+  CHECK(nnx::state(no_bias).paths() == std::vector<std::string>{"kernel"});
+  auto x = torch::randn({5, 3});
+  CHECK(torch::allclose(layer(nnx::Array(x)).local(), x.matmul(kernel)));
+}
+
+TEST_CASE("Embed uses variance_scaling(1, fan_in, normal, out_axis=0) and attend ties weights") {
+  nnx::Rngs rngs(0);
+  nnx::Embed embed(32, 8, rngs);
+  auto init = nnx::initializers::variance_scaling(1.0, FanMode::fan_in, Distribution::normal,
+                                                  {.out_axis = {0}});
+  auto table = init.full(jr::fold_in(jr::key(0), 0), {32, 8});
+  CHECK(torch::equal(embed.embedding.tensor(), table));
+  // fan_in is the feature count: stddev 1/sqrt(8).
+  CHECK(embed.embedding.tensor().std().item<double>() == Approx(1 / std::sqrt(8.0)).margin(0.06));
+  auto ids = torch::tensor({3, 0, 31}, torch::kLong);
+  CHECK(torch::equal(embed(nnx::Array(ids)).local(), table.index_select(0, ids)));
+  auto q = torch::randn({2, 8});
+  CHECK(torch::allclose(embed.attend(nnx::Array(q)).local(), q.matmul(table.t())));
+}
+
+TEST_CASE("LayerNorm and RMSNorm match their formulas with Flax's epsilon") {
+  nnx::Rngs rngs(0);
+  nnx::LayerNorm ln(6, rngs);
+  nnx::RMSNorm rms(6, rngs);
+  auto x = torch::randn({4, 6});
+  auto expected_ln = torch::layer_norm(x, {6}, {}, {}, 1e-6);
+  CHECK(torch::allclose(ln(nnx::Array(x)).local(), expected_ln, 1e-5, 1e-5));
+  auto expected_rms = x * (x.pow(2).mean(-1, true) + 1e-6).rsqrt();
+  CHECK(torch::allclose(rms(nnx::Array(x)).local(), expected_rms, 1e-5, 1e-5));
+  CHECK(nnx::state(ln).paths() == std::vector<std::string>{"scale", "bias"});
+}
+
+TEST_CASE("Dropout forks its stream at construction and keys each call from it") {
+  nnx::Rngs rngs(0, {{"dropout", 7}});
+  nnx::Dropout drop(0.5, rngs);
+  auto forked = jr::fold_in(jr::key(7), 0);  // the stream's first key seeds the fork
+  CHECK(drop.rngs.base_key() == forked);
+  auto x = nnx::Array(torch::ones({4, 8}));
+  auto y = drop(x);
+  auto expected = nnx::dropout(x, 0.5, jr::fold_in(forked, 0));
+  CHECK(torch::equal(y.local(), expected.local()));
+  CHECK(nnx::state(drop, nnx::OfType<nnx::RngCount>).paths() ==
+        std::vector<std::string>{"rngs.count"});
+  drop.eval();
+  CHECK(torch::equal(drop(x).local(), x.local()));
+}
+
+TEST_CASE("layer metadata options annotate the variables") {
+  nnx::Rngs rngs(0);
+  nnx::Linear layer(4, 8, rngs, {.kernel_metadata = {.out_sharding = nnx::P("embed", "mlp")},
+                                 .bias_metadata = {.out_sharding = nnx::P("mlp")}});
+  nnx::LogicalAxisRules rules({{"embed", nnx::none}, {"mlp", "model"}});
+  auto specs = nnx::get_partition_spec(nnx::state(layer));
+  CHECK(specs[0].second == nnx::P(nnx::none, "model"));
+  CHECK(specs[1].second == nnx::P("model"));
+}
+
+TEST_CASE("a column-sharded Linear gives the one-device output", "[ranks2][ranks4][ranks8]") {
+  auto mesh = nnx::make_mesh({nnx::world_size()}, {"model"});
+  nnx::Rngs rngs(0);
+  nnx::Linear layer(4, 8 * nnx::world_size(), rngs);
+  auto x = torch::randn({3, 4});
+  auto expected = layer(nnx::Array(x)).local();
+  layer.kernel.set_value(nnx::device_put(layer.kernel.tensor(), {mesh, nnx::P(nnx::none, "model")}));
+  layer.bias->set_value(nnx::device_put(layer.bias->tensor(), {mesh, nnx::P("model")}));
+  auto y = layer(nnx::device_put(x, {mesh, nnx::P()}));
+  CHECK(y.spec() == nnx::P(nnx::none, "model"));
+  CHECK(torch::allclose(nnx::gather(y), expected));
+}
