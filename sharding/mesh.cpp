@@ -68,6 +68,12 @@ int64_t Mesh::rank() const {
   return comms_.rbegin()->second.rank();  // the all-axes communicator is the world, in order
 }
 
+const std::vector<int64_t>& Mesh::coordinates() const {
+  NNX_CHECK(is_bound(), "{} is a description only; use nnx::make_mesh for a mesh of processes",
+            to_string());
+  return coordinates_;
+}
+
 uint64_t Mesh::axes_mask(const std::vector<std::string>& axes) const {
   uint64_t mask = 0;
   for (const auto& a : axes) {
@@ -95,6 +101,7 @@ std::shared_ptr<const Mesh> make_mesh(std::vector<int64_t> shape,
             "choose a mesh whose sizes multiply to {}",
             mesh->to_string(), mesh->size(), world.size(), mesh->size(), world.size());
   auto coords = mesh->coordinates_of(world.rank());
+  mesh->coordinates_ = coords;
   const uint64_t all = (uint64_t{1} << mesh->ndim()) - 1;
   for (uint64_t mask = 1; mask <= all; ++mask) {
     // color: position on the axes outside the mask; key: position on the axes inside it.

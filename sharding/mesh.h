@@ -38,7 +38,7 @@ class Mesh {
   // over `axes` (members share coordinates on the other axes; ordered row-major over `axes`).
   bool is_bound() const { return !comms_.empty(); }
   int64_t rank() const;
-  std::vector<int64_t> coordinates() const { return coordinates_of(rank()); }
+  const std::vector<int64_t>& coordinates() const;
   int64_t coordinate(const std::string& axis) const { return coordinates()[axis_index(axis)]; }
   const Communicator& comm(const std::vector<std::string>& axes) const;
   const Communicator& comm(const std::string& axis) const { return comm(std::vector{axis}); }
@@ -50,6 +50,7 @@ class Mesh {
   std::vector<int64_t> shape_;
   std::vector<std::string> axis_names_;
   std::map<uint64_t, Communicator> comms_;  // by bitmask of axes; filled by make_mesh
+  std::vector<int64_t> coordinates_;        // this process's, set by make_mesh
 };
 
 // The MPI world as a mesh: make_mesh({2, 4}, {"data", "model"}). The sizes must multiply to the

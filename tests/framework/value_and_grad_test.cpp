@@ -54,6 +54,17 @@ void place(nnx::Param& p, const std::shared_ptr<const nnx::Mesh>& mesh, const nn
   p.set_value(nnx::device_put(p.tensor(), {mesh, s}));
 }
 
+// A copy of `from` with its parameters laid out on `mesh` as the layout says.
+TwoLayer placed_copy(const TwoLayer& from, const Layout& layout,
+                     const std::shared_ptr<const nnx::Mesh>& mesh) {
+  TwoLayer model = nnx::clone(from);
+  place(model.w1, mesh, layout.w1);
+  place(model.b1, mesh, layout.b1);
+  place(model.w2, mesh, layout.w2);
+  place(model.b2, mesh, layout.b2);
+  return model;
+}
+
 }  // namespace
 
 TEST_CASE("gradients on every layout equal the one-device gradients",
@@ -79,11 +90,7 @@ TEST_CASE("gradients on every layout equal the one-device gradients",
   for (const auto& layout : layouts(nnx::world_size())) {
     INFO(layout.name << " on mesh of " << layout.mesh_shape.size() << " axes, first " << layout.mesh_shape[0]);
     auto mesh = nnx::make_mesh(layout.mesh_shape, layout.axes);
-    TwoLayer model = nnx::clone(reference);
-    place(model.w1, mesh, layout.w1);
-    place(model.b1, mesh, layout.b1);
-    place(model.w2, mesh, layout.w2);
-    place(model.b2, mesh, layout.b2);
+    TwoLayer model = placed_copy(reference, layout, mesh);
     auto xs = nnx::device_put(x, {mesh, layout.x});
     auto ys = nnx::device_put(y, {mesh, layout.x});
     nnx::gradient_all_reduce_count() = 0;
@@ -163,11 +170,7 @@ TEST_CASE("five Adam steps on every layout follow the one-device trajectory",
   for (const auto& layout : layouts(nnx::world_size())) {
     INFO(layout.name << " on a mesh of " << layout.mesh_shape.size() << " axes");
     auto mesh = nnx::make_mesh(layout.mesh_shape, layout.axes);
-    TwoLayer model = nnx::clone(start);
-    place(model.w1, mesh, layout.w1);
-    place(model.b1, mesh, layout.b1);
-    place(model.w2, mesh, layout.w2);
-    place(model.b2, mesh, layout.b2);
+    TwoLayer model = placed_copy(start, layout, mesh);
     auto xs = nnx::device_put(x, {mesh, layout.x});
     auto ys = nnx::device_put(y, {mesh, layout.x});
     nnx::optim::Optimizer opt(model, nnx::optim::adam(1e-2));
