@@ -1,5 +1,6 @@
 // Array construction, placements and blocks.
 #include <nnx/framework/array.h>
+#include <nnx/framework/lazy_array.h>
 #include <nnx/framework/error.h>
 #include <nnx/sharding/spec_check.h>
 
@@ -25,6 +26,13 @@ Array::Array(at::Tensor full) : local_(std::move(full)) {
 
 Array Array::abstract(const Shape& shape, at::ScalarType dtype) {
   return Array(torch::empty(shape, torch::TensorOptions().dtype(dtype).device(torch::kMeta)));
+}
+
+Array Array::abstract(std::shared_ptr<const LazyArray> init) {
+  NNX_CHECK(init != nullptr, "no initializer given");
+  Array out = abstract(init->shape, init->dtype);
+  out.init_ = std::move(init);
+  return out;
 }
 
 Array Array::from_local(at::Tensor local, Shape global_shape, NamedSharding sharding,
@@ -101,6 +109,15 @@ Box Array::local_box() const {
 Array Array::with_local(at::Tensor local) const {
   Array out = *this;
   out.local_ = std::move(local);
+  if (!out.is_abstract()) out.init_.reset();
+  return out;
+}
+
+at::Tensor slice(const at::Tensor& full, const Box& box) {
+  check_box_inside(box, full.sizes().vec(), "slice");
+  at::Tensor out = full;
+  for (size_t d = 0; d < box.size.size(); ++d)
+    out = out.narrow(static_cast<int64_t>(d), box.start[d], box.size[d]);
   return out;
 }
 

@@ -16,6 +16,8 @@
 
 namespace nnx {
 
+struct LazyArray;
+
 // How an array lies along one mesh axis: split along a dim, copied, or a pending sum.
 struct Placement {
   enum class Kind { replicate, shard, partial };
@@ -39,6 +41,9 @@ class Array {
   explicit Array(at::Tensor full);
   // Shape and dtype only: a meta tensor of the global shape stands in for the values.
   static Array abstract(const Shape& shape, at::ScalarType dtype);
+  // An abstract array that keeps its initializer, so any block can be computed later
+  // (eval_shape keeps them; materialize computes each process's block).
+  static Array abstract(std::shared_ptr<const LazyArray> init);
   // This process's block of a sharded array, as laid out by `sharding` (no communication).
   // `partial_axes`: mesh axes along which the blocks are still to be summed.
   static Array from_local(at::Tensor local, Shape global_shape, NamedSharding sharding,
@@ -70,6 +75,8 @@ class Array {
 
   // The same global array description over another local tensor.
   Array with_local(at::Tensor local) const;
+  // The initializer an abstract array keeps (null when none).
+  const std::shared_ptr<const LazyArray>& initializer() const { return init_; }
 
  private:
   at::Tensor local_;
@@ -77,9 +84,13 @@ class Array {
   std::shared_ptr<const Mesh> mesh_;
   PartitionSpec spec_;
   std::vector<std::string> partial_axes_;
+  std::shared_ptr<const LazyArray> init_;
 };
 
 std::string dtype_name(at::ScalarType dtype);  // JAX's spelling: float32, bfloat16, int64 ...
+
+// The block `box` of a whole tensor (a view).
+at::Tensor slice(const at::Tensor& full, const Box& box);
 
 // The block of an array of `shape` laid out by `spec` (mesh axes) that the process at mesh
 // `coordinates` holds: dim d split row-major over its axes, major first.

@@ -1,7 +1,10 @@
-// Materializing lazily initialized arrays, and the abstract mode eval_shape turns on.
+// Materializing lazily initialized arrays (on the mesh context's mesh when one is active), and
+// the abstract mode eval_shape turns on.
 #include <nnx/framework/array.h>
 #include <nnx/framework/error.h>
 #include <nnx/framework/lazy_array.h>
+#include <nnx/sharding/mesh_context.h>
+#include <nnx/sharding/sharded_init.h>
 
 namespace nnx {
 
@@ -18,13 +21,10 @@ AbstractInitScope::~AbstractInitScope() { abstract_init = previous_; }
 }  // namespace detail
 
 Array materialize(const LazyArray& init) {
-  if (abstract_init) return Array::abstract(init.shape, init.dtype);
-  NNX_CHECK(init.block, "LazyArray of shape {} has no block generator", to_string(init.shape));
-  at::Tensor full = init.block(Box::whole(init.shape));
-  NNX_CHECK(full.sizes().vec() == init.shape,
-            "initializer returned shape {} for requested shape {}",
-            to_string(full.sizes().vec()), to_string(init.shape));
-  return Array(full.to(init.dtype));
+  if (abstract_init) return Array::abstract(std::make_shared<const LazyArray>(init));
+  std::string what = fmt::format("a variable of shape {}", to_string(init.shape));
+  if (!init.metadata.empty()) what += fmt::format(" with {}", init.metadata.to_string());
+  return materialize_on(init, current_mesh(), what);
 }
 
 }  // namespace nnx

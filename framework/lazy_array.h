@@ -1,6 +1,6 @@
 // LazyArray: an array described by shape, dtype and a block generator, with its metadata.
-// Variables materialize it: the whole array today, only the local shard once a mesh is set,
-// or no storage at all inside eval_shape.
+// Variables materialize it: the whole array, only the local block under a MeshContext, or no
+// storage at all inside eval_shape (the abstract array keeps the LazyArray for later).
 #pragma once
 
 #include <nnx/framework/metadata.h>
@@ -24,8 +24,8 @@ struct LazyArray {
 namespace nnx {
 
 class Array;
-// The Array a variable holds for `init`: the whole array, or only shape and dtype inside
-// eval_shape (no storage, nothing computed).
+// The Array a variable holds for `init`: the whole array; this process's block laid out by the
+// metadata's spec under a MeshContext; or, inside eval_shape, an abstract array keeping `init`.
 Array materialize(const LazyArray& init);
 
 namespace detail {

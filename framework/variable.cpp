@@ -2,6 +2,10 @@
 #include <nnx/framework/error.h>
 #include <nnx/framework/lazy_array.h>
 #include <nnx/framework/variable.h>
+#include <nnx/sharding/mesh_context.h>
+#include <nnx/sharding/redistribute.h>
+#include <nnx/sharding/spec_check.h>
+#include <nnx/sharding/state_sharding.h>
 
 #include <cxxabi.h>
 
@@ -9,6 +13,13 @@
 #include <memory>
 
 namespace nnx {
+
+namespace {
+LazyArray with_metadata(LazyArray init, const Metadata& metadata) {
+  init.metadata = init.metadata.merged_with(metadata);
+  return init;
+}
+}  // namespace
 
 bool VariableType::is_a(const VariableType& other) const {
   for (const VariableType* t = this; t != nullptr; t = t->parent)
@@ -30,14 +41,32 @@ std::string type_display_name(const std::type_info& type) {
 Variable::Variable(Array value, Metadata metadata)
     : impl_(std::make_shared<detail::VariableImpl>(
           detail::VariableImpl{std::move(value), std::move(metadata), &variable_type<Variable>()})) {
-  // Inside eval_shape even values built from tensors keep only their shape and dtype.
   auto& v = impl_->value;
-  if (detail::abstract_init_active() && v.defined() && !v.is_abstract())
-    v = Array::abstract(v.shape(), v.dtype());
+  if (!v.defined() || v.is_abstract()) return;
+  if (detail::abstract_init_active()) {
+    // Inside eval_shape a value built from a tensor becomes abstract, keeping the tensor so
+    // that materialize can place it later.
+    if (v.mesh()) {
+      auto sharding = v.sharding();
+      v = Array::abstract(v.shape(), v.dtype());
+      v.set_sharding(sharding);
+      return;
+    }
+    at::Tensor full = v.local();
+    v = Array::abstract(std::make_shared<const LazyArray>(
+        LazyArray{v.shape(), v.dtype(), [full](const Box& box) { return slice(full, box); },
+                  impl_->metadata}));
+  } else if (const auto& mesh = current_mesh(); mesh && !v.mesh()) {
+    // Under a MeshContext a whole tensor is placed by the variable's spec.
+    std::string what = fmt::format("a variable of shape {}", to_string(v.shape()));
+    auto spec = resolve_partition_spec(impl_->metadata, v.shape().size(), what);
+    check_spec(spec, v.shape(), *mesh, what);
+    v = device_put(v.local(), {mesh, spec});
+  }
 }
 
 Variable::Variable(const LazyArray& init, Metadata metadata)
-    : Variable(materialize(init), init.metadata.merged_with(metadata)) {}
+    : Variable(materialize(with_metadata(init, metadata)), init.metadata.merged_with(metadata)) {}
 
 const Array& Variable::value() const {
   NNX_CHECK(impl_, "empty variable handle: assign a variable (e.g. nnx::Param(init(...))) first");

@@ -6,14 +6,17 @@
 
 namespace nnx {
 
-PartitionSpec resolve_partition_spec(const std::string& path, const Variable& variable) {
-  const auto& md = variable.metadata();
-  size_t rank = variable.shape().size();
+PartitionSpec resolve_partition_spec(const Metadata& md, size_t rank, const std::string& what) {
   if (!md.out_sharding) return pad_spec(P(), rank);
   auto rules = combine_rules(current_logical_axis_rules(),
                              md.sharding_rules.value_or(ShardingRules{}),
-                             fmt::format("'{}' (its sharding_rules and the active scope)", path));
+                             fmt::format("{} (its sharding_rules and the active scope)", what));
   return pad_spec(apply_rules(*md.out_sharding, rules), std::max(rank, md.out_sharding->size()));
+}
+
+PartitionSpec resolve_partition_spec(const std::string& path, const Variable& variable) {
+  return resolve_partition_spec(variable.metadata(), variable.shape().size(),
+                                fmt::format("'{}'", path));
 }
 
 PathMap<PartitionSpec> get_partition_spec(const State& state) {

@@ -1,0 +1,28 @@
+// Sharded initialization (DESIGN.md 4): each process computes only its own block of each
+// variable, straight from the partitionable RNG, so values are the same on every mesh.
+//   auto model = nnx::eval_shape([&] { return Model(rngs); });   // no storage
+//   nnx::materialize(model, mesh);                               // local blocks only
+#pragma once
+
+#include <nnx/framework/lazy_array.h>
+#include <nnx/framework/module.h>
+#include <nnx/framework/state.h>
+#include <nnx/sharding/mesh.h>
+
+#include <memory>
+#include <string>
+
+namespace nnx {
+
+// The array `init` describes laid out on `mesh` by its metadata's spec (logical names resolved
+// through its sharding_rules and the active LogicalAxisRules); only this process's block is
+// computed. A null mesh gives the whole array. `what` names the array in errors.
+Array materialize_on(const LazyArray& init, const std::shared_ptr<const Mesh>& mesh,
+                     const std::string& what);
+
+// Every abstract variable (from eval_shape) computes its block on `mesh`; concrete variables on
+// no mesh are placed by slicing. Errors name the variable path. A null mesh: whole arrays.
+void materialize(State& state, const std::shared_ptr<const Mesh>& mesh);
+void materialize(Module& model, const std::shared_ptr<const Mesh>& mesh);
+
+}  // namespace nnx

@@ -1,0 +1,148 @@
+// Sharded initialization: under a MeshContext or through eval_shape + materialize, each process
+// computes only its own blocks, and gathered values equal the one-device model bitwise.
+#include <catch2/catch.hpp>
+
+#include "sharding_test_util.h"
+
+#include <nnx/nnx.h>
+
+#include <torch/torch.h>
+
+namespace {
+
+using nnx::P;
+
+// Logical names on every variable; the rules decide the layout per mesh.
+struct Tower : nnx::Module {
+  explicit Tower(nnx::Rngs& rngs)
+      : embed(64, 16, rngs, {.embedding_metadata = {.out_sharding = P("vocab", "embed")}}),
+        up(16, 32, rngs,
+           {.kernel_metadata = {.out_sharding = P("embed", "mlp")},
+            .bias_metadata = {.out_sharding = P("mlp")}}),
+        down(32, 16, rngs, {.kernel_metadata = {.out_sharding = P("mlp", "embed")}}),
+        norm(16, rngs, {.scale_metadata = {.out_sharding = P("embed")}}) {}
+
+  nnx::Embed NNX_FIELD(embed);
+  nnx::Linear NNX_FIELD(up);
+  nnx::Linear NNX_FIELD(down);
+  nnx::LayerNorm NNX_FIELD(norm);
+};
+
+struct MeshCase {
+  std::vector<int64_t> shape;
+  std::vector<std::string> axes;
+  nnx::ShardingRules rules;
+};
+
+std::vector<MeshCase> mesh_cases() {
+  return {
+      {{8}, {"model"}, {{"vocab", "model"}, {"embed", nnx::none}, {"mlp", "model"}}},
+      {{2, 4}, {"data", "model"}, {{"vocab", nnx::none}, {"embed", "data"}, {"mlp", "model"}}},
+      {{4, 2}, {"data", "model"},
+       {{"vocab", nnx::SpecEntry{"data", "model"}}, {"embed", nnx::none}, {"mlp", "data"}}},
+  };
+}
+
+// Every variable holds exactly its block (no whole tensor behind a view), equal bitwise to the
+// same slice of the one-device value, and gathers to the one-device value bitwise.
+void check_blocks(const nnx::State& sharded, const nnx::State& reference,
+                  const std::shared_ptr<const nnx::Mesh>& mesh) {
+  REQUIRE(sharded.paths() == reference.paths());
+  for (const auto& [path, v] : sharded) {
+    INFO(path << " on " << mesh->to_string());
+    const auto& value = v.value();
+    REQUIRE(value.mesh() == mesh);
+    CHECK(value.spec() == nnx::resolve_partition_spec(path, v));
+    const auto& local = value.local();
+    CHECK(local.storage().nbytes() == static_cast<size_t>(local.numel() * local.element_size()));
+    const auto& whole = reference[path].tensor();
+    CHECK(torch::equal(local, nnx_test::block_of(whole, value)));
+    CHECK(torch::equal(nnx::gather(value), whole));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a model built under a MeshContext holds its local blocks, bitwise the one-device values",
+          "[ranks8]") {
+  nnx::Rngs ref_rngs(0);
+  Tower reference(ref_rngs);
+  int64_t sharded_dims = 0;
+  for (const auto& c : mesh_cases()) {
+    auto mesh = nnx::make_mesh(c.shape, c.axes);
+    nnx::LogicalAxisRules rules(c.rules);
+    nnx::MeshContext on(mesh);
+    nnx::Rngs rngs(0);
+    Tower model(rngs);
+    check_blocks(nnx::state(model), nnx::state(reference), mesh);
+    CHECK(rngs.stream("default").counter() == ref_rngs.stream("default").counter());
+    for (const auto& [path, v] : nnx::state(model))
+      for (const auto& e : v.value().spec().entries()) sharded_dims += e.names().empty() ? 0 : 1;
+  }
+  CHECK(sharded_dims >= 12);  // the rules really shard most variables
+}
+
+TEST_CASE("eval_shape then materialize computes only local blocks, bitwise the one-device values",
+          "[ranks8]") {
+  nnx::Rngs ref_rngs(0);
+  Tower reference(ref_rngs);
+  for (const auto& c : mesh_cases()) {
+    auto mesh = nnx::make_mesh(c.shape, c.axes);
+    nnx::LogicalAxisRules rules(c.rules);
+    nnx::Rngs rngs(0);
+    auto model = nnx::eval_shape([&] { return Tower(rngs); });
+    for (const auto& [path, v] : nnx::state(model)) CHECK(v.value().is_abstract());
+    // A split keeps the initializers: the model can be materialized after a round trip.
+    auto [graphdef, abstract_state] = nnx::split(model);
+    auto merged = nnx::merge(graphdef, abstract_state);
+    nnx::materialize(merged, mesh);
+    check_blocks(nnx::state(merged), nnx::state(reference), mesh);
+  }
+}
+
+TEST_CASE("a spec that does not fit fails on every rank, names the variable and changes nothing",
+          "[ranks8]") {
+  auto mesh = nnx::make_mesh({2, 4}, {"data", "model"});
+  // 'mlp' maps to an axis the mesh lacks.
+  nnx::LogicalAxisRules rules({{"vocab", "data"}, {"embed", "model"}, {"mlp", "expert"}});
+  nnx::Rngs rngs(0);
+  auto model = nnx::eval_shape([&] { return Tower(rngs); });
+  try {
+    nnx::materialize(model, mesh);
+    FAIL("materialize accepted an unknown mesh axis");
+  } catch (const nnx::Error& e) {
+    std::string what = e.what();
+    CHECK_THAT(what, Catch::Contains("'up.kernel'"));
+    CHECK_THAT(what, Catch::Contains("expert"));
+  }
+  for (const auto& [path, v] : nnx::state(model)) CHECK(v.value().is_abstract());
+  // Eagerly, under the context, the error names the shape and the spec.
+  nnx::MeshContext on(mesh);
+  nnx::Rngs again(0);
+  CHECK_THROWS_WITH(Tower(again), Catch::Contains("(16, 32)") && Catch::Contains("expert"));
+}
+
+TEST_CASE("eval_shape then materialize without a mesh equals direct construction") {
+  nnx::Rngs ref_rngs(0);
+  Tower reference(ref_rngs);
+  nnx::Rngs rngs(0);
+  auto model = nnx::eval_shape([&] { return Tower(rngs); });
+  CHECK(nnx::state(model).nbytes() == nnx::state(reference).nbytes());
+  nnx::materialize(model, nullptr);
+  for (const auto& [path, v] : nnx::state(model)) {
+    INFO(path);
+    CHECK_FALSE(v.value().mesh());
+    CHECK(torch::equal(v.tensor(), nnx::state(reference)[path].tensor()));
+  }
+  // A one-process mesh works without mpirun; a whole tensor under the context is placed.
+  auto mesh = nnx::make_mesh({1}, {"data"});
+  nnx::MeshContext on(mesh);
+  nnx::Param p(torch::arange(6.0).reshape({2, 3}), {.out_sharding = P("data")});
+  CHECK(p.value().mesh() == mesh);
+  CHECK(torch::equal(p.tensor(), torch::arange(6.0).reshape({2, 3})));
+  // An abstract variable with no initializer cannot be materialized.
+  nnx::State s;
+  s.add("w", nnx::Param(nnx::Array::abstract({2, 3}, at::kFloat)));
+  CHECK_THROWS_WITH(nnx::materialize(s, mesh),
+                    Catch::Contains("'w'") && Catch::Contains("no initializer"));
+}
