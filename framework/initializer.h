@@ -26,6 +26,11 @@ struct Initializer {
                   at::ScalarType dtype = at::kFloat) const;
 };
 
+// Flax's LinearGeneral initialization: `init` draws the matrix [prod(shape[:in_dims]),
+// prod(shape[in_dims:])] (so fans are those of the matrix), reshaped to the array's shape.
+// in_dims = 0 draws the flat vector [prod(shape)].
+Initializer as_matrix(Initializer init, size_t in_dims);
+
 // Flax's nnx.with_partitioning: the same initializer, annotated with out_sharding = spec.
 Initializer with_partitioning(Initializer init, PartitionSpec spec);
 // Flax's nnx.with_metadata: the same initializer with the given metadata merged in

@@ -7,6 +7,7 @@
 #include <nnx/framework/array.h>
 #include <nnx/framework/random.h>
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,6 +60,11 @@ Array reshape(const Array& a, Shape shape);
 Array flatten(const Array& a, int64_t start_dim = 0, int64_t end_dim = -1);
 Array transpose(const Array& a, int64_t dim0, int64_t dim1);
 Array concatenate(const std::vector<Array>& arrays, int64_t dim);
+
+// 2-d convolution of x [batch, h, w, in] with kernel [kh, kw, in, out] (Flax's NHWC/HWIO),
+// padding "SAME" (JAX's: low side gets the smaller half) or "VALID"; no bias.
+Array conv2d(const Array& x, const Array& kernel, std::array<int64_t, 2> strides = {1, 1},
+             const std::string& padding = "SAME");
 
 // Layers' math.
 Array embedding_lookup(const Array& table, const Array& ids);  // table [V, D], ids int64

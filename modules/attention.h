@@ -1,0 +1,60 @@
+// nnx::MultiHeadAttention, as flax.nnx.MultiHeadAttention: query, key, value kernels
+// [in, heads, head_dim] and out kernel [heads, head_dim, out] (LinearGeneral: lecun_normal on
+// the flattened matrix), each with a bias, keys drawn query, key, value, out (kernel then bias).
+// Shard the heads dim of the four kernels (e.g. P(none, "model", none)) for tensor parallelism.
+#pragma once
+
+#include <nnx/framework/initializers.h>
+#include <nnx/framework/module.h>
+#include <nnx/framework/rngs.h>
+
+#include <optional>
+
+namespace nnx {
+
+struct AttentionOptions {
+  std::optional<int64_t> qkv_features;  // default in_features
+  std::optional<int64_t> out_features;  // default in_features
+  bool use_bias = true;
+  at::ScalarType param_dtype = at::kFloat;
+  Initializer kernel_init = initializers::lecun_normal();
+  Initializer bias_init = initializers::zeros();
+  Metadata qkv_kernel_metadata = {};  // for query, key and value: [in, heads, head_dim]
+  Metadata qkv_bias_metadata = {};    // [heads, head_dim]
+  Metadata out_kernel_metadata = {};  // [heads, head_dim, out]
+  Metadata out_bias_metadata = {};    // [out]
+};
+
+// One projection of Flax's LinearGeneral kind: kernel [in dims..., out dims...], bias [out dims].
+class LinearGeneral : public Module {
+ public:
+  LinearGeneral(Shape in_features, Shape out_features, Rngs& rngs, bool use_bias,
+                const AttentionOptions& options, const Metadata& kernel_metadata,
+                const Metadata& bias_metadata);
+  // x [..., in dims...] -> [..., out dims...].
+  Array operator()(const Array& x) const;
+
+  Param NNX_FIELD(kernel);
+  std::optional<Param> NNX_FIELD(bias);
+  int64_t in_dims = 1;
+};
+
+class MultiHeadAttention : public Module {
+ public:
+  MultiHeadAttention(int64_t num_heads, int64_t in_features, Rngs& rngs,
+                     AttentionOptions options = {});
+
+  // Self-attention of x [batch, length, in_features]; causal masks future positions.
+  Array operator()(const Array& x, bool causal = false) const;
+  // Attention of queries from inputs_q over keys and values from inputs_kv.
+  Array operator()(const Array& inputs_q, const Array& inputs_kv, bool causal) const;
+
+  LinearGeneral NNX_FIELD(query);
+  LinearGeneral NNX_FIELD(key);
+  LinearGeneral NNX_FIELD(value);
+  LinearGeneral NNX_FIELD(out);
+  int64_t num_heads = 1;
+  int64_t head_dim = 1;
+};
+
+}  // namespace nnx

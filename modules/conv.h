@@ -1,0 +1,40 @@
+// nnx::Conv, as flax.nnx.Conv for 2-d: kernel [kh, kw, in, out] (lecun_normal, fan_in =
+// kh*kw*in) then bias [out] (zeros), kernel key then bias key; inputs NHWC, padding "SAME".
+#pragma once
+
+#include <nnx/framework/initializers.h>
+#include <nnx/framework/module.h>
+#include <nnx/framework/rngs.h>
+
+#include <array>
+#include <optional>
+#include <string>
+
+namespace nnx {
+
+struct ConvOptions {
+  std::array<int64_t, 2> strides = {1, 1};
+  std::string padding = "SAME";  // or "VALID"
+  bool use_bias = true;
+  at::ScalarType param_dtype = at::kFloat;
+  Initializer kernel_init = initializers::lecun_normal();
+  Initializer bias_init = initializers::zeros();
+  Metadata kernel_metadata = {};  // e.g. {.out_sharding = P(none, none, none, "model")}
+  Metadata bias_metadata = {};
+};
+
+class Conv : public Module {
+ public:
+  Conv(int64_t in_features, int64_t out_features, std::array<int64_t, 2> kernel_size, Rngs& rngs,
+       ConvOptions options = {});
+
+  // x [batch, height, width, in_features] -> [batch, height', width', out_features].
+  Array operator()(const Array& x) const;
+
+  Param NNX_FIELD(kernel);
+  std::optional<Param> NNX_FIELD(bias);
+  std::array<int64_t, 2> strides = {1, 1};
+  std::string padding = "SAME";
+};
+
+}  // namespace nnx

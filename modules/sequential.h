@@ -1,0 +1,52 @@
+// nnx::Sequential, as flax.nnx.Sequential: layers called in order, each output the next input.
+// Entries are modules (paths "layers.0.kernel") or plain functions Array -> Array (no state).
+// Build it with braces so the layers are constructed, and draw their keys, left to right:
+//   nnx::Sequential model{nnx::Linear(4, 8, rngs), nnx::relu, nnx::Linear(8, 2, rngs)};
+#pragma once
+
+#include <nnx/framework/array.h>
+#include <nnx/framework/module.h>
+
+#include <functional>
+#include <memory>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace nnx {
+
+class Sequential : public Module {
+ public:
+  template <class... Layers> explicit Sequential(Layers&&... layers) {
+    (append(std::forward<Layers>(layers)), ...);
+  }
+
+  Array operator()(const Array& x) const;
+  size_t size() const { return steps_.size(); }
+
+  // One entry per step; null for a function step.
+  std::vector<std::shared_ptr<Module>> NNX_FIELD(layers);
+
+ private:
+  using Step = std::function<Array(const Module*, const Array&)>;
+
+  template <class L> void append(L&& layer) {
+    using T = std::decay_t<L>;
+    if constexpr (std::is_base_of_v<Module, T>) {
+      static_assert(std::is_invocable_r_v<Array, const T&, const Array&>,
+                    "nnx::Sequential: a module step must be callable as Array(const Array&) const");
+      layers.push_back(std::make_shared<T>(std::forward<L>(layer)));
+      // The step receives the module it runs, so copies of the Sequential call their own layers.
+      steps_.push_back([](const Module* m, const Array& x) { return (*static_cast<const T*>(m))(x); });
+    } else {
+      static_assert(std::is_invocable_r_v<Array, const T&, const Array&>,
+                    "nnx::Sequential: a step must be a module or a function Array(const Array&)");
+      layers.push_back(nullptr);
+      steps_.push_back([fn = T(std::forward<L>(layer))](const Module*, const Array& x) { return fn(x); });
+    }
+  }
+
+  std::vector<Step> steps_;
+};
+
+}  // namespace nnx
