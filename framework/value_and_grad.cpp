@@ -1,12 +1,16 @@
-// Gradient leaves, backward, and the bucketed reduction of partial gradients.
+// Gradient leaves, backward, and the reduction of partial gradients: bucketed all-reduces, or
+// for ZeRO parameters (optimizer_sharding) a reduce-scatter into their optimizer state's layout.
 #include <nnx/framework/error.h>
 #include <nnx/framework/value_and_grad.h>
+#include <nnx/optim/zero.h>
 #include <nnx/sharding/gradient.h>
+#include <nnx/sharding/redistribute.h>
 #include <nnx/sharding/world.h>
 
 #include <torch/torch.h>
 
 #include <map>
+#include <optional>
 
 namespace nnx {
 
@@ -66,6 +70,10 @@ State reduce_grads(const Array& loss, State& leaves, int64_t bucket_cap_bytes) {
             missing.empty() ? std::string("any parameter") : fmt::format("{}", fmt::join(missing, ", ")),
             world_rank(), flag.item<int64_t>());
 
+  // ZeRO parameters: each rank keeps only its slice of the gradient (optim/zero.h).
+  std::vector<std::optional<PartitionSpec>> zero_spec;
+  for (auto& [path, v] : leaves) zero_spec.push_back(optim::optimizer_spec(path, v));
+
   // Buckets: parameters with the same replica axes and dtype, in state order, up to the cap.
   struct Bucket {
     std::vector<size_t> members;
@@ -77,7 +85,7 @@ State reduce_grads(const Array& loss, State& leaves, int64_t bucket_cap_bytes) {
   i = 0;
   for (auto& [path, v] : leaves) {
     axes_of[i] = replica_axes(v.value());
-    if (!axes_of[i].empty()) {
+    if (!axes_of[i].empty() && !zero_spec[i]) {
       std::string key = fmt::format("{}|{}|{}", static_cast<const void*>(v.value().mesh().get()),
                                     fmt::join(axes_of[i], ","), dtype_name(v.dtype()));
       int64_t bytes = local[i].numel() * static_cast<int64_t>(local[i].element_size());
@@ -112,7 +120,13 @@ State reduce_grads(const Array& loss, State& leaves, int64_t bucket_cap_bytes) {
   State grads;
   i = 0;
   for (auto& [path, v] : leaves) {
-    grads.add(path, like(v, v.value().with_local(local[i])));
+    // ZeRO: the pending sum over the replica axes, reduce-scattered (in state order everywhere).
+    Array g = zero_spec[i] ? redistribute(Array::from_local(local[i], v.shape(),
+                                                            {v.value().mesh(), v.value().spec()},
+                                                            axes_of[i]),
+                                          *zero_spec[i])
+                           : v.value().with_local(local[i]);
+    grads.add(path, like(v, g));
     ++i;
   }
   return grads;

@@ -1,7 +1,8 @@
 // value_and_grad: the loss of a model and the gradients of its parameters, already reduced over
 // the mesh axes each parameter is replicated on (the all-reduces a compiler would insert):
 //   auto [loss, grads] = nnx::value_and_grad([&](MLP& m) { return loss_fn(m, batch); }, model);
-// The reduction runs once per step in size-capped buckets, in the same order on every rank.
+// The reduction runs once per step in size-capped buckets, in the same order on every rank;
+// a parameter with optimizer_sharding (ZeRO-1) is reduce-scattered into its optimizer layout.
 #pragma once
 
 #include <nnx/framework/filter.h>
@@ -22,7 +23,7 @@ struct GradOptions {
 
 struct LossAndGrads {
   Array loss;
-  State grads;  // path -> gradient (same kind and layout as the variable)
+  State grads;  // path -> gradient (same kind and layout as the variable; ZeRO: the optimizer's)
 };
 
 template <class Aux> struct LossAuxAndGrads {
@@ -31,7 +32,8 @@ template <class Aux> struct LossAuxAndGrads {
   State grads;
 };
 
-// How many gradient all-reduces (buckets) value_and_grad has run on this thread.
+// How many gradient all-reduces (buckets) value_and_grad has run on this thread (ZeRO
+// parameters' reduce-scatters are not among them: see redistribute_counts()).
 int64_t& gradient_all_reduce_count();
 
 namespace detail {

@@ -1,29 +1,196 @@
-// Optimizer steps.
+// Optimizer steps: checks first (paths, meshes, shapes), then the transformation on each
+// parameter's state layout, then the updates added in place (all-gathered for ZeRO parameters).
 #include <nnx/framework/error.h>
 #include <nnx/framework/graph.h>
 #include <nnx/optim/optimizer.h>
+#include <nnx/optim/zero.h>
+#include <nnx/sharding/redistribute.h>
+#include <nnx/sharding/spec_check.h>
 
 #include <torch/torch.h>
 
+#include <set>
+
 namespace nnx::optim {
 
+namespace {
+
+std::string mesh_text(const std::shared_ptr<const Mesh>& mesh) {
+  return mesh ? mesh->to_string() : std::string("no mesh");
+}
+bool same_mesh(const std::shared_ptr<const Mesh>& a, const std::shared_ptr<const Mesh>& b) {
+  return a == b || (a && b && *a == *b);
+}
+
+// A variable of `like`'s kind and metadata holding `value`.
+Variable retyped(const Variable& like, Array value) {
+  Variable out(std::move(value), like.metadata());
+  detail::VariableAccess::impl(out)->type = &like.type();
+  return out;
+}
+
+std::string problem_list(const std::vector<std::string>& problems) {
+  std::string out;
+  for (const auto& p : problems) out += "\n  " + p;
+  return out;
+}
+
+// The paths of `want` missing from `have` and those of `have` not in `want`.
+std::pair<std::vector<std::string>, std::vector<std::string>> path_difference(
+    const std::vector<std::string>& want, const State& have) {
+  std::set<std::string> wanted(want.begin(), want.end());
+  std::vector<std::string> missing, extra;
+  for (const auto& p : want)
+    if (!have.contains(p)) missing.push_back(fmt::format("'{}'", p));
+  for (const auto& [p, v] : have)
+    if (!wanted.count(p)) extra.push_back(fmt::format("'{}'", p));
+  return {missing, extra};
+}
+
+std::string join_or_none(const std::vector<std::string>& items) {
+  return items.empty() ? std::string("none") : fmt::format("{}", fmt::join(items, ", "));
+}
+
+}  // namespace
+
 Optimizer::Optimizer(Module& model, GradientTransformation tx, Filter wrt)
-    : tx_(std::move(tx)), wrt_(std::move(wrt)) {
-  state_ = tx_.init(nnx::state(model, wrt_));
+    : tx_(std::move(tx)), wrt_(std::move(wrt)), step_(OptState(torch::zeros({}, torch::kLong))) {
+  State params = nnx::state(model, wrt_);
+  for (const auto& [path, p] : params) {
+    NNX_CHECK(p.value().defined() && !p.value().is_abstract(),
+              "'{}' has no values (abstract); materialize the model before building the optimizer",
+              path);
+    slots_.push_back({path, p.value().mesh(), optimizer_spec(path, p)});
+  }
+  state_ = tx_.init(transform_view(params));
+}
+
+int64_t Optimizer::step() const { return step_.tensor().item<int64_t>(); }
+
+State Optimizer::transform_view(const State& params) const {
+  torch::NoGradGuard no_grad;
+  State out;
+  size_t i = 0;
+  for (const auto& [path, p] : params) {
+    const auto& zero = slots_[i++].zero_spec;
+    // The parameter is replicated along the added axes: this is a local slice.
+    out.add(path, zero ? retyped(p, redistribute(p.value(), *zero)) : p);
+  }
+  return out;
+}
+
+void Optimizer::check_update(const State& params, const State& grads) const {
+  std::vector<std::string> built;
+  for (const auto& s : slots_) built.push_back(s.path);
+  auto [gone, added] = path_difference(built, params);
+  NNX_CHECK(gone.empty() && added.empty(),
+            "the model's parameters are not those the optimizer was built for (missing: {}; new: "
+            "{}); build the optimizer for this model with the same wrt filter",
+            join_or_none(gone), join_or_none(added));
+  auto [missing, extra] = path_difference(built, grads);
+  NNX_CHECK(missing.empty() && extra.empty(),
+            "{} updates for {} parameters (missing: {}; unexpected: {}); pass the gradients of "
+            "exactly the optimized parameters (value_and_grad with the optimizer's wrt filter)",
+            grads.size(), params.size(), join_or_none(missing), join_or_none(extra));
+  std::vector<std::string> problems;
+  const std::string fix = "build the optimizer after placing the model";
+  for (const auto& s : slots_) {
+    const Variable& p = params.at(s.path);
+    const Variable& g = grads.at(s.path);
+    if (!same_mesh(p.value().mesh(), s.mesh))
+      problems.push_back(fmt::format("'{}' is on {} but the optimizer was built for {}; {}",
+                                     s.path, mesh_text(p.value().mesh()), mesh_text(s.mesh), fix));
+    if (!same_mesh(g.value().mesh(), s.mesh))
+      problems.push_back(fmt::format(
+          "the gradient of '{}' is on {} but the optimizer was built for {}; {} and take the "
+          "gradients of that model",
+          s.path, mesh_text(g.value().mesh()), mesh_text(s.mesh), fix));
+    if (g.shape() != p.shape())
+      problems.push_back(fmt::format("the gradient of '{}' has shape {}, the parameter {}", s.path,
+                                     to_string(g.shape()), to_string(p.shape())));
+  }
+  NNX_CHECK(problems.empty(), "nothing was updated: {} problem(s):{}", problems.size(),
+            problem_list(problems));
 }
 
 void Optimizer::update(Module& model, State grads) {
   State params = nnx::state(model, wrt_);
-  tx_.update(grads, state_, params);
+  check_update(params, grads);
   torch::NoGradGuard no_grad;
-  auto u = grads.begin();
-  for (auto& [path, p] : params) {
-    NNX_CHECK(u->second.shape() == p.shape(), "update for '{}' has shape {}, the parameter {}",
-              path, to_string(u->second.shape()), to_string(p.shape()));
-    p.tensor().add_(u->second.tensor().to(p.dtype()));
-    ++u;
+  // The gradients in the parameters' order, laid out as their state (ZeRO: the slice of this
+  // rank), as new variables: the caller's stay as they are.
+  State updates;
+  size_t i = 0;
+  for (const auto& [path, p] : params) {
+    const Slot& s = slots_[i++];
+    const Variable& g = grads.at(path);
+    Array value = g.value();
+    if (s.mesh) {
+      auto want = pad_spec(s.zero_spec ? *s.zero_spec : p.value().spec(), p.shape().size());
+      if (value.spec() != want || !value.partial_axes().empty()) value = redistribute(value, want);
+    }
+    updates.add(path, retyped(g, value));
   }
-  ++step_;
+  tx_.update(updates, state_, transform_view(params));
+  i = 0;
+  for (auto& [path, p] : params) {
+    Array u = updates.at(path).value();
+    // ZeRO: each replica updated its slice; all_gather the update to the parameter's layout.
+    if (slots_[i++].zero_spec) u = redistribute(u, p.value().spec());
+    NNX_CHECK(u.local().sizes() == p.tensor().sizes(),
+              "the update of '{}' has a local block of shape {}, the parameter {}", path,
+              to_string(u.local().sizes().vec()), to_string(p.tensor().sizes().vec()));
+    p.tensor().add_(u.local().to(p.dtype()));
+  }
+  step_.set_value(Array(torch::full({}, step() + 1, torch::kLong)));
+}
+
+State Optimizer::state() const {
+  State out;
+  out.add("step", step_);
+  for (const auto& [path, v] : state_.variables("opt_state.")) out.add(path, v);
+  return out;
+}
+
+void Optimizer::load_state(const State& source) {
+  State targets = state();
+  std::vector<std::string> problems;
+  for (const auto& [path, t] : targets) {
+    if (!source.contains(path)) {
+      problems.push_back(fmt::format("'{}': missing from the source", path));
+      continue;
+    }
+    const Array& from = source.at(path).value();
+    if (!from.defined() || from.is_abstract()) {
+      problems.push_back(fmt::format("'{}': the source has no values (abstract)", path));
+      continue;
+    }
+    if (from.shape() != t.shape() || from.dtype() != t.dtype())
+      problems.push_back(fmt::format("'{}': {}{} given for {}{}", path, dtype_name(from.dtype()),
+                                     to_string(from.shape()), dtype_name(t.dtype()),
+                                     to_string(t.shape())));
+    const auto& to_mesh = t.value().mesh();
+    if (from.mesh() && to_mesh && !(*from.mesh() == *to_mesh))
+      problems.push_back(fmt::format("'{}': the source is on {} but this optimizer is on {}; "
+                                     "restore it onto the optimizer's mesh",
+                                     path, from.mesh()->to_string(), to_mesh->to_string()));
+  }
+  for (const auto& [path, v] : source)
+    if (!targets.contains(path))
+      problems.push_back(
+          fmt::format("'{}': not a variable of this optimizer (unknown path)", path));
+  NNX_CHECK(problems.empty(), "nothing was loaded: {} problem(s):{}", problems.size(),
+            problem_list(problems));
+  torch::NoGradGuard no_grad;
+  for (auto& [path, t] : targets) {
+    const Array& from = source.at(path).value();
+    const Array& to = t.value();
+    at::Tensor local;
+    if (!to.mesh()) local = gather(from);
+    else if (!from.mesh()) local = nnx::slice(from.local(), to.local_box());
+    else local = redistribute(from, NamedSharding{to.mesh(), to.spec()}).local();
+    t.set_value(to.with_local(local.clone()));
+  }
 }
 
 }  // namespace nnx::optim

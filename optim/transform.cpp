@@ -44,11 +44,32 @@ void check_aligned(const State& updates, const State& params, const char* who) {
   }
 }
 
+// A step counter: an OptState int64 scalar, so that checkpoints hold it with the moments.
+Variable step_counter() { return OptState(torch::zeros({}, torch::kLong)); }
+int64_t count_of(const TxState& s) { return s.count.tensor().item<int64_t>(); }
+void set_count(TxState& s, int64_t n) {
+  s.count.set_value(Array(torch::full({}, n, torch::kLong)));
+}
+
 GradientTransformation stateless(std::function<void(State&, TxState&, const State&)> update) {
   return {[](const State&) { return TxState{}; }, std::move(update)};
 }
 
 }  // namespace
+
+State TxState::variables(const std::string& prefix) const {
+  NNX_CHECK(slot_names.size() == slots.size(),
+            "a transformation state has {} slots but {} slot names; name each slot", slots.size(),
+            slot_names.size());
+  State out;
+  if (count.defined()) out.add(prefix + "count", count);
+  for (size_t k = 0; k < slots.size(); ++k)
+    for (const auto& [path, v] : slots[k]) out.add(prefix + slot_names[k] + "." + path, v);
+  for (size_t k = 0; k < inner.size(); ++k)
+    for (const auto& [path, v] : inner[k].variables(prefix + std::to_string(k) + "."))
+      out.add(path, v);
+  return out;
+}
 
 GradientTransformation chain(std::vector<GradientTransformation> transforms) {
   return {[transforms](const State& params) {
@@ -59,7 +80,6 @@ GradientTransformation chain(std::vector<GradientTransformation> transforms) {
           [transforms](State& updates, TxState& state, const State& params) {
             for (size_t k = 0; k < transforms.size(); ++k)
               transforms[k].update(updates, state.inner[k], params);
-            ++state.count;
           }};
 }
 
@@ -71,12 +91,13 @@ GradientTransformation scale(double step_size) {
 }
 
 GradientTransformation scale_by_schedule(Schedule schedule) {
-  return {[](const State&) { return TxState{}; },
+  return {[](const State&) { return TxState{step_counter(), {}, {}, {}}; },
           [schedule](State& u, TxState& state, const State&) {
             torch::NoGradGuard no_grad;
-            double factor = schedule(state.count);
+            const int64_t count = count_of(state);
+            double factor = schedule(count);
             for (size_t i = 0; i < u.size(); ++i) set_local(u, i, local(u, i) * factor);
-            ++state.count;
+            set_count(state, count + 1);
           }};
 }
 
@@ -87,7 +108,7 @@ GradientTransformation scale_by_learning_rate(LearningRate learning_rate) {
 }
 
 GradientTransformation trace(double decay, bool nesterov) {
-  return {[](const State& params) { return TxState{0, {slot_like(params, 0)}, {}}; },
+  return {[](const State& params) { return TxState{{}, {"trace"}, {slot_like(params, 0)}, {}}; },
           [decay, nesterov](State& u, TxState& state, const State& params) {
             torch::NoGradGuard no_grad;
             check_aligned(u, params, "trace");
@@ -101,12 +122,13 @@ GradientTransformation trace(double decay, bool nesterov) {
 
 GradientTransformation scale_by_adam(double b1, double b2, double eps, double eps_root) {
   return {[](const State& params) {
-            return TxState{0, {slot_like(params, 0), slot_like(params, 0)}, {}};
+            return TxState{step_counter(), {"mu", "nu"},
+                           {slot_like(params, 0), slot_like(params, 0)}, {}};
           },
           [=](State& u, TxState& state, const State& params) {
             torch::NoGradGuard no_grad;
             check_aligned(u, params, "scale_by_adam");
-            const int64_t step = state.count + 1;
+            const int64_t step = count_of(state) + 1;
             const double c1 = 1 - std::pow(b1, static_cast<double>(step));
             const double c2 = 1 - std::pow(b2, static_cast<double>(step));
             for (size_t i = 0; i < u.size(); ++i) {
@@ -117,13 +139,13 @@ GradientTransformation scale_by_adam(double b1, double b2, double eps, double ep
               set_local(state.slots[1], i, nu);
               set_local(u, i, (mu / c1) / ((nu / c2 + eps_root).sqrt() + eps));
             }
-            state.count = step;
+            set_count(state, step);
           }};
 }
 
 GradientTransformation scale_by_rms(double decay, double eps, double initial_scale) {
   return {[initial_scale](const State& params) {
-            return TxState{0, {slot_like(params, initial_scale)}, {}};
+            return TxState{{}, {"nu"}, {slot_like(params, initial_scale)}, {}};
           },
           [=](State& u, TxState& state, const State& params) {
             torch::NoGradGuard no_grad;
@@ -138,7 +160,7 @@ GradientTransformation scale_by_rms(double decay, double eps, double initial_sca
 }
 
 GradientTransformation scale_by_lion(double b1, double b2) {
-  return {[](const State& params) { return TxState{0, {slot_like(params, 0)}, {}}; },
+  return {[](const State& params) { return TxState{{}, {"mu"}, {slot_like(params, 0)}, {}}; },
           [=](State& u, TxState& state, const State& params) {
             torch::NoGradGuard no_grad;
             check_aligned(u, params, "scale_by_lion");

@@ -1,7 +1,8 @@
 // Optax-style gradient transformations that compose: init(params) -> state and
 // update(updates, state, params) rewriting updates in place. Updates and parameters are States
 // (path -> variable); per-parameter state (momenta) is OptState variables laid out, and
-// sharded, as their parameters, so updates are purely local on shards.
+// sharded, as the parameters they are given (the Optimizer gives ZeRO slices: optim/zero.h), so
+// updates are purely local on shards.
 #pragma once
 
 #include <nnx/framework/filter.h>
@@ -17,9 +18,14 @@
 namespace nnx::optim {
 
 struct TxState {
-  int64_t count = 0;                // steps taken (schedules, bias correction)
-  std::vector<State> slots;         // per-parameter moments, OptState variables
-  std::vector<TxState> inner;       // states of chained transformations
+  Variable count;                       // OptState int64 scalar of steps taken, where counted
+  std::vector<std::string> slot_names;  // optax's names of the slots: mu, nu, trace
+  std::vector<State> slots;             // per-parameter moments, OptState variables
+  std::vector<TxState> inner;           // states of chained transformations
+
+  // Every variable (shared handles) under dotted paths, as optax's state trees:
+  // prefix + "count", prefix + "mu.layers.0.kernel", prefix + "0.nu..." for chained states.
+  State variables(const std::string& prefix = "") const;
 };
 
 struct GradientTransformation {
