@@ -59,4 +59,9 @@ template <class M, class Fn> auto value_and_grad(Fn&& fn, M& model, const GradOp
   }
 }
 
+// nnx.grad: the gradients only, reduced as value_and_grad reduces them.
+template <class M, class Fn> State grad(Fn&& fn, M& model, const GradOptions& options = {}) {
+  return std::move(value_and_grad(std::forward<Fn>(fn), model, options).grads);
+}
+
 }  // namespace nnx

@@ -90,6 +90,11 @@ void check_accumulation(const std::shared_ptr<const nnx::Mesh>& mesh) {
       },
       model, 4);
   CHECK(torch::allclose(nnx::gather(loss), nnx::gather(full_loss), 1e-12, 1e-14));
+  // nnx::grad gives value_and_grad's gradients alone.
+  auto only = nnx::grad([&](Net& m) { return loss_fn(m, xs, ys); }, model);
+  REQUIRE(only.paths() == full_grads.paths());
+  for (const auto& [path, g] : full_grads)
+    CHECK(torch::equal(only[path].tensor(), g.tensor()));
   REQUIRE(grads.paths() == full_grads.paths());
   for (const auto& [path, g] : full_grads) {
     INFO(path);
