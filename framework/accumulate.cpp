@@ -10,12 +10,8 @@ namespace nnx::detail {
 void add_grads(State& acc, const State& g) {
   torch::NoGradGuard no_grad;
   if (acc.empty()) {
-    // Take the first micro-batch's gradient variables (fresh per call) over owned tensors.
-    for (const auto& [path, v] : g) {
-      Variable taken = v;
-      taken.set_value(v.value().with_local(v.tensor().clone()));
-      acc.add(path, taken);
-    }
+    for (const auto& [path, v] : g)
+      acc.add(path, variable_like(v, v.value().with_local(v.tensor().clone())));
     return;
   }
   NNX_CHECK(acc.paths() == g.paths(), "micro-batches produced gradients for different paths");
@@ -27,11 +23,6 @@ void scale_grads(State& grads, double s) {
   for (auto& [path, v] : grads) v.tensor().mul_(s);
 }
 
-Array add_loss(const Array& acc, const Array& loss) { return acc + loss; }
-Array scale_loss(const Array& loss, double s) { return loss * s; }
 
-void check_micro_batches(int64_t micro_batches) {
-  NNX_CHECK(micro_batches >= 1, "micro_batches must be >= 1, got {}", micro_batches);
-}
 
 }  // namespace nnx::detail

@@ -5,7 +5,9 @@
 // Each micro-batch's gradients are reduced as value_and_grad reduces them.
 #pragma once
 
+#include <nnx/framework/error.h>
 #include <nnx/framework/value_and_grad.h>
+#include <nnx/sharding/ops.h>
 
 namespace nnx {
 
@@ -14,23 +16,20 @@ namespace detail {
 void add_grads(State& acc, const State& g);
 // Every value scaled by s (in place).
 void scale_grads(State& grads, double s);
-Array add_loss(const Array& acc, const Array& loss);
-Array scale_loss(const Array& loss, double s);
-void check_micro_batches(int64_t micro_batches);
 }  // namespace detail
 
 template <class M, class Fn>
 LossAndGrads value_and_grad_accumulated(Fn&& fn, M& model, int64_t micro_batches,
                                         const GradOptions& options = {}) {
-  detail::check_micro_batches(micro_batches);
+  NNX_CHECK(micro_batches >= 1, "micro_batches must be >= 1, got {}", micro_batches);
   LossAndGrads total;
   for (int64_t i = 0; i < micro_batches; ++i) {
     auto [loss, grads] = value_and_grad([&](M& m) { return fn(m, i); }, model, options);
-    total.loss = i == 0 ? loss : detail::add_loss(total.loss, loss);
+    total.loss = i == 0 ? loss : total.loss + loss;
     detail::add_grads(total.grads, grads);
   }
   detail::scale_grads(total.grads, 1.0 / static_cast<double>(micro_batches));
-  total.loss = detail::scale_loss(total.loss, 1.0 / static_cast<double>(micro_batches));
+  total.loss = total.loss * (1.0 / static_cast<double>(micro_batches));
   return total;
 }
 

@@ -23,12 +23,6 @@ namespace detail {
 
 namespace {
 
-Variable like(const Variable& v, Array value) {
-  Variable out(std::move(value), v.metadata());
-  VariableAccess::impl(out)->type = &v.type();
-  return out;
-}
-
 }  // namespace
 
 State prepare_grad_leaves(Module& module, const Filter& wrt) {
@@ -126,7 +120,7 @@ State reduce_grads(const Array& loss, State& leaves, int64_t bucket_cap_bytes) {
                                                             axes_of[i]),
                                           *zero_spec[i])
                            : v.value().with_local(local[i]);
-    grads.add(path, like(v, g));
+    grads.add(path, variable_like(v, g));
     ++i;
   }
   return grads;

@@ -4,7 +4,6 @@
 #include <nnx/framework/variable.h>
 #include <nnx/sharding/mesh_context.h>
 #include <nnx/sharding/redistribute.h>
-#include <nnx/sharding/spec_check.h>
 #include <nnx/sharding/state_sharding.h>
 
 #include <cxxabi.h>
@@ -59,9 +58,7 @@ Variable::Variable(Array value, Metadata metadata)
   } else if (const auto& mesh = current_mesh(); mesh && !v.mesh()) {
     // Under a MeshContext a whole tensor is placed by the variable's spec.
     std::string what = fmt::format("a variable of shape {}", to_string(v.shape()));
-    auto spec = resolve_partition_spec(impl_->metadata, v.shape().size(), what);
-    check_spec(spec, v.shape(), *mesh, what);
-    v = device_put(v.local(), {mesh, spec});
+    v = device_put(v.local(), {mesh, checked_partition_spec(impl_->metadata, v.shape(), *mesh, what)});
   }
 }
 
@@ -94,5 +91,14 @@ const VariableType& Variable::type() const {
 }
 
 void Variable::set_type(const VariableType& type) { impl_->type = &type; }
+
+namespace detail {
+Variable variable_like(const Variable& like, Array value) {
+  Variable out;
+  VariableAccess::reset(out, std::make_shared<VariableImpl>(
+                                 VariableImpl{std::move(value), like.metadata(), &like.type()}));
+  return out;
+}
+}  // namespace detail
 
 }  // namespace nnx

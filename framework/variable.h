@@ -112,6 +112,10 @@ template <class K> const VariableType& variable_type() {
 
 namespace detail {
 // Internal access for graph operations (rebinding a handle to a fresh variable).
+// A new variable of `like`'s kind and metadata holding `value` exactly as given (gradients,
+// updates: no eval_shape or mesh-context handling).
+Variable variable_like(const Variable& like, Array value);
+
 struct VariableAccess {
   static const std::shared_ptr<VariableImpl>& impl(const Variable& v) { return v.impl_; }
   static void reset(Variable& v, std::shared_ptr<VariableImpl> impl) { v.impl_ = std::move(impl); }

@@ -7,12 +7,6 @@ namespace nnx {
 
 namespace {
 
-int64_t product(const Shape& s, size_t first, size_t last) {
-  int64_t p = 1;
-  for (size_t i = first; i < last; ++i) p *= s[i];
-  return p;
-}
-
 Shape concat(Shape a, const Shape& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
@@ -40,8 +34,8 @@ LinearGeneral::LinearGeneral(Shape in_features, Shape out_features, Rngs& rngs, 
 
 Array LinearGeneral::operator()(const Array& x) const {
   const Shape& k = kernel.shape();
-  const size_t n_in = static_cast<size_t>(in_dims);
-  const int64_t in = product(k, 0, n_in), out = product(k, n_in, k.size());
+  const int64_t in = numel(Shape(k.begin(), k.begin() + in_dims));
+  const int64_t out = numel(Shape(k.begin() + in_dims, k.end()));
   Shape lead(x.shape().begin(), x.shape().end() - in_dims);
   Shape out_shape = concat(lead, Shape(k.begin() + in_dims, k.end()));
   Shape flat_x = lead;

@@ -22,13 +22,6 @@ bool same_mesh(const std::shared_ptr<const Mesh>& a, const std::shared_ptr<const
   return a == b || (a && b && *a == *b);
 }
 
-// A variable of `like`'s kind and metadata holding `value`.
-Variable retyped(const Variable& like, Array value) {
-  Variable out(std::move(value), like.metadata());
-  detail::VariableAccess::impl(out)->type = &like.type();
-  return out;
-}
-
 std::string problem_list(const std::vector<std::string>& problems) {
   std::string out;
   for (const auto& p : problems) out += "\n  " + p;
@@ -74,7 +67,7 @@ State Optimizer::transform_view(const State& params) const {
   for (const auto& [path, p] : params) {
     const auto& zero = slots_[i++].zero_spec;
     // The parameter is replicated along the added axes: this is a local slice.
-    out.add(path, zero ? retyped(p, redistribute(p.value(), *zero)) : p);
+    out.add(path, zero ? detail::variable_like(p, redistribute(p.value(), *zero)) : p);
   }
   return out;
 }
@@ -129,7 +122,7 @@ void Optimizer::update(Module& model, State grads) {
       auto want = pad_spec(s.zero_spec ? *s.zero_spec : p.value().spec(), p.shape().size());
       if (value.spec() != want || !value.partial_axes().empty()) value = redistribute(value, want);
     }
-    updates.add(path, retyped(g, value));
+    updates.add(path, detail::variable_like(g, value));
   }
   tx_.update(updates, state_, transform_view(params));
   i = 0;

@@ -19,8 +19,7 @@ std::optional<PartitionSpec> optimizer_spec(const std::string& path, const Varia
   Metadata as_out = md;
   as_out.out_sharding = md.optimizer_sharding;
   const std::string what = fmt::format("'{}' (its optimizer_sharding)", path);
-  PartitionSpec extra = resolve_partition_spec(as_out, rank, what);
-  check_spec(extra, value.shape(), *value.mesh(), what);
+  PartitionSpec extra = checked_partition_spec(as_out, value.shape(), *value.mesh(), what);
   PartitionSpec own = pad_spec(value.spec(), rank);
   std::vector<std::string> used = own.axis_names();
   std::vector<SpecEntry> entries;

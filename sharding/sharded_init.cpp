@@ -3,13 +3,15 @@
 #include <nnx/framework/graph.h>
 #include <nnx/sharding/redistribute.h>
 #include <nnx/sharding/sharded_init.h>
-#include <nnx/sharding/spec_check.h>
 #include <nnx/sharding/state_sharding.h>
 
 namespace nnx {
 
-Array materialize_on(const LazyArray& init, const std::shared_ptr<const Mesh>& mesh,
-                     const std::string& what) {
+namespace {
+
+// This process's block of `init` laid out by `spec` on `mesh` (the whole array without a mesh).
+Array compute_block(const LazyArray& init, const std::shared_ptr<const Mesh>& mesh,
+                    const PartitionSpec& spec, const std::string& what) {
   NNX_CHECK(init.block, "{} has no block generator", what);
   if (!mesh) {
     at::Tensor full = init.block(Box::whole(init.shape));
@@ -17,14 +19,21 @@ Array materialize_on(const LazyArray& init, const std::shared_ptr<const Mesh>& m
               what, to_string(full.sizes().vec()), to_string(init.shape));
     return Array(full.to(init.dtype));
   }
-  auto spec = resolve_partition_spec(init.metadata, init.shape.size(), what);
-  check_spec(spec, init.shape, *mesh, what);
   Box box = block_of(init.shape, spec, *mesh, mesh->coordinates());
   at::Tensor local = init.block(box);
   NNX_CHECK(local.sizes().vec() == box.size,
             "the initializer of {} returned shape {} for its block {}", what,
             to_string(local.sizes().vec()), to_string(box.size));
   return Array::from_local(local.to(init.dtype), init.shape, {mesh, spec});
+}
+
+}  // namespace
+
+Array materialize_on(const LazyArray& init, const std::shared_ptr<const Mesh>& mesh,
+                     const std::string& what) {
+  if (!mesh) return compute_block(init, mesh, {}, what);
+  return compute_block(init, mesh, checked_partition_spec(init.metadata, init.shape, *mesh, what),
+                       what);
 }
 
 void materialize(State& state, const std::shared_ptr<const Mesh>& mesh) {
@@ -36,19 +45,17 @@ void materialize(State& state, const std::shared_ptr<const Mesh>& mesh) {
               "'{}' is abstract and has no initializer (it came from an abstract value, not "
               "from eval_shape of a constructor); restore it from a checkpoint or update it",
               path);
-    auto spec = resolve_partition_spec(path, v);
-    if (mesh) check_spec(spec, v.shape(), *mesh, fmt::format("'{}'", path));
-    specs.push_back(spec);
+    specs.push_back(mesh ? checked_partition_spec(v.metadata(), v.shape(), *mesh,
+                                                  fmt::format("'{}'", path))
+                         : PartitionSpec());
   }
   size_t i = 0;
   for (auto& [path, v] : state) {
     const auto& spec = specs[i++];
     const Array& value = v.value();
-    if (value.is_abstract()) {
-      LazyArray init = *value.initializer();
-      init.metadata = v.metadata();
-      v.set_value(materialize_on(init, mesh, fmt::format("'{}'", path)));
-    } else if (mesh && !value.mesh()) {
+    if (value.is_abstract())
+      v.set_value(compute_block(*value.initializer(), mesh, spec, fmt::format("'{}'", path)));
+    else if (mesh && !value.mesh()) {
       v.set_value(device_put(value.local(), {mesh, spec}));
     }
   }

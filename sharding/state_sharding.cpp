@@ -14,6 +14,13 @@ PartitionSpec resolve_partition_spec(const Metadata& md, size_t rank, const std:
   return pad_spec(apply_rules(*md.out_sharding, rules), std::max(rank, md.out_sharding->size()));
 }
 
+PartitionSpec checked_partition_spec(const Metadata& md, const Shape& shape, const Mesh& mesh,
+                                     const std::string& what) {
+  auto spec = resolve_partition_spec(md, shape.size(), what);
+  check_spec(spec, shape, mesh, what);
+  return spec;
+}
+
 PartitionSpec resolve_partition_spec(const std::string& path, const Variable& variable) {
   return resolve_partition_spec(variable.metadata(), variable.shape().size(),
                                 fmt::format("'{}'", path));

@@ -16,6 +16,9 @@ template <class T> using PathMap = std::vector<std::pair<std::string, T>>;
 
 // The mesh-axis spec of an array of `rank` with metadata `md`; `what` names it in errors.
 PartitionSpec resolve_partition_spec(const Metadata& md, size_t rank, const std::string& what);
+// As above, then checked against `mesh` and `shape` (errors name `what` and the fix).
+PartitionSpec checked_partition_spec(const Metadata& md, const Shape& shape, const Mesh& mesh,
+                                     const std::string& what);
 // The mesh-axis spec of one variable (padded to its rank; all none without out_sharding).
 PartitionSpec resolve_partition_spec(const std::string& path, const Variable& variable);
 
