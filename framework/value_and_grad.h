@@ -1,11 +1,13 @@
 // value_and_grad: the loss of a model and the gradients of its parameters, already reduced over
 // the mesh axes each parameter is replicated on (the all-reduces a compiler would insert):
 //   auto [loss, grads] = nnx::value_and_grad([&](MLP& m) { return loss_fn(m, batch); }, model);
-// The reduction runs once per step in size-capped buckets, in the same order on every rank;
-// a parameter with optimizer_sharding (ZeRO-1) is reduce-scattered into its optimizer layout.
+// The reduction runs once per step in size-capped buckets, in the same order on every rank,
+// each bucket starting during backward as soon as its gradients exist (gradient_reducer.h); a
+// parameter with optimizer_sharding (ZeRO-1) is reduce-scattered into its optimizer layout.
 #pragma once
 
 #include <nnx/framework/filter.h>
+#include <nnx/framework/gradient_reducer.h>
 #include <nnx/framework/graph.h>
 #include <nnx/framework/state.h>
 
@@ -19,6 +21,7 @@ namespace nnx {
 struct GradOptions {
   Filter wrt = OfType<Param>;                // which variables get gradients
   int64_t bucket_cap_bytes = 25 << 20;       // 25 MiB per all-reduce, as DDP
+  bool overlap = true;                       // start buckets from autograd hooks during backward
 };
 
 struct LossAndGrads {
@@ -32,27 +35,24 @@ template <class Aux> struct LossAuxAndGrads {
   State grads;
 };
 
-// How many gradient all-reduces (buckets) value_and_grad has run on this thread (ZeRO
-// parameters' reduce-scatters are not among them: see redistribute_counts()).
-int64_t& gradient_all_reduce_count();
-
 namespace detail {
 // Marks the selected variables' tensors as autograd leaves; returns them in state order.
 State prepare_grad_leaves(Module& module, const Filter& wrt);
-// Backward from `loss`, then the bucketed reduction; leaves are detached again.
-State reduce_grads(const Array& loss, State& leaves, int64_t bucket_cap_bytes);
 }  // namespace detail
 
 // fn(model) returns the scalar loss Array, or a std::pair(loss, aux) for has_aux.
 template <class M, class Fn> auto value_and_grad(Fn&& fn, M& model, const GradOptions& options = {}) {
   State leaves = detail::prepare_grad_leaves(model, options.wrt);
+  detail::GradientReducer reducer(leaves, options.bucket_cap_bytes, options.overlap);
   auto result = fn(model);
   if constexpr (std::is_same_v<std::decay_t<decltype(result)>, Array>) {
-    State grads = detail::reduce_grads(result, leaves, options.bucket_cap_bytes);
+    reducer.backward(result, true);
+    State grads = reducer.finish();
     return LossAndGrads{result.with_local(result.local().detach()), std::move(grads)};
   } else {
     auto& [loss, aux] = result;
-    State grads = detail::reduce_grads(loss, leaves, options.bucket_cap_bytes);
+    reducer.backward(loss, true);
+    State grads = reducer.finish();
     using Aux = std::decay_t<decltype(aux)>;
     return LossAuxAndGrads<Aux>{loss.with_local(loss.local().detach()), std::move(aux),
                                 std::move(grads)};

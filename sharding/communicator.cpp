@@ -309,8 +309,94 @@ at::Tensor Communicator::permute(const at::Tensor& tensor,
   return out;
 }
 
+namespace detail {
+struct PendingImpl {
+  MPI_Request request = MPI_REQUEST_NULL;
+  std::vector<at::Tensor> keep_alive;  // the buffers MPI reads and writes until completion
+};
+}  // namespace detail
+
+PendingCollective::PendingCollective() = default;
+PendingCollective::PendingCollective(PendingCollective&&) noexcept = default;
+PendingCollective& PendingCollective::operator=(PendingCollective&& other) noexcept {
+  if (this != &other) {
+    if (impl_) wait();
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+PendingCollective::~PendingCollective() {
+  if (impl_ && impl_->request != MPI_REQUEST_NULL) MPI_Wait(&impl_->request, MPI_STATUS_IGNORE);
+}
+
+bool PendingCollective::test() {
+  if (!impl_ || impl_->request == MPI_REQUEST_NULL) return true;
+  int done = 0;
+  check(MPI_Test(&impl_->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  return done != 0;
+}
+
+void PendingCollective::wait() {
+  if (!impl_ || impl_->request == MPI_REQUEST_NULL) return;
+  check(MPI_Wait(&impl_->request, MPI_STATUS_IGNORE), "MPI_Wait");
+  impl_->keep_alive.clear();
+}
+
+PendingCollective Communicator::all_reduce_async_(const at::Tensor& buffer, ReduceOp op) const {
+  check_cpu(buffer, "all_reduce_async_");
+  NNX_CHECK(buffer.is_contiguous() && !reduced_in_float(buffer.scalar_type()),
+            "needs a contiguous buffer of a type MPI reduces (not {})",
+            c10::toString(buffer.scalar_type()));
+  agree(*impl_, "all_reduce_async_", buffer, static_cast<int64_t>(op));
+  PendingCollective pending;
+  if (impl_->size == 1) return pending;
+  pending.impl_ = std::make_unique<detail::PendingImpl>();
+  pending.impl_->keep_alive = {buffer};
+  check(MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count_of(buffer.numel(), "all_reduce"),
+                       mpi_type(buffer.scalar_type(), "all_reduce"), mpi_op(op), impl_->comm,
+                       &pending.impl_->request),
+        "MPI_Iallreduce");
+  return pending;
+}
+
+PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
+                                                     const at::Tensor& out) const {
+  check_cpu(stacked, "reduce_scatter_async");
+  NNX_CHECK(stacked.is_contiguous() && out.is_contiguous() && stacked.dim() >= 1 &&
+                stacked.size(0) == impl_->size && stacked.numel() == out.numel() * impl_->size &&
+                stacked.scalar_type() == out.scalar_type() &&
+                !reduced_in_float(out.scalar_type()),
+            "needs contiguous [{}, n...] and [n...] buffers of one type MPI reduces; got {} ({}) "
+            "and {} ({})",
+            impl_->size, c10::toString(stacked.scalar_type()), fmt::join(stacked.sizes(), ", "),
+            c10::toString(out.scalar_type()), fmt::join(out.sizes(), ", "));
+  agree(*impl_, "reduce_scatter_async", out, 0);
+  PendingCollective pending;
+  if (impl_->size == 1) {
+    out.copy_(stacked.view(out.sizes()));
+    return pending;
+  }
+  pending.impl_ = std::make_unique<detail::PendingImpl>();
+  pending.impl_->keep_alive = {stacked, out};
+  check(MPI_Ireduce_scatter_block(stacked.data_ptr(), out.data_ptr(),
+                                  count_of(out.numel(), "reduce_scatter"),
+                                  mpi_type(out.scalar_type(), "reduce_scatter"), MPI_SUM,
+                                  impl_->comm, &pending.impl_->request),
+        "MPI_Ireduce_scatter_block");
+  return pending;
+}
+
 void Communicator::barrier() const {
   if (impl_->size > 1) check(MPI_Barrier(impl_->comm), "MPI_Barrier");
+}
+
+Communicator Communicator::duplicate(std::string name) const {
+  auto impl = std::make_shared<detail::CommImpl>();
+  check(MPI_Comm_dup(impl_->comm, &impl->comm), "MPI_Comm_dup");
+  impl->owned = true;
+  impl->rank = impl_->rank;
+  impl->size = impl_->size;
+  return Communicator(impl, std::move(name));
 }
 
 Communicator Communicator::split(int color, int key, std::string name) const {

@@ -16,7 +16,24 @@ enum class ReduceOp { sum, max, min };
 
 namespace detail {
 struct CommImpl;
-}
+struct PendingImpl;
+}  // namespace detail
+
+// A nonblocking collective in flight (from a *_async call). test() lets MPI progress it and says
+// whether it finished; wait() finishes it. Destroying an unfinished one waits for it.
+class PendingCollective {
+ public:
+  PendingCollective();
+  PendingCollective(PendingCollective&&) noexcept;
+  PendingCollective& operator=(PendingCollective&&) noexcept;
+  ~PendingCollective();
+  bool test();
+  void wait();
+
+ private:
+  friend class Communicator;
+  std::unique_ptr<detail::PendingImpl> impl_;
+};
 
 class Communicator {
  public:
@@ -42,8 +59,18 @@ class Communicator {
   at::Tensor permute(const at::Tensor& tensor, const std::vector<std::pair<int, int>>& pairs) const;
   void barrier() const;
 
+  // Nonblocking forms for overlapping communication with computation. The tensors must be
+  // contiguous CPU float, double or integer tensors, left untouched until the wait.
+  // all_reduce_ in place into `buffer`:
+  PendingCollective all_reduce_async_(const at::Tensor& buffer, ReduceOp op = ReduceOp::sum) const;
+  // `stacked` is [size(), n...]: member i receives into `out` [n...] the sum of every member's
+  // stacked[i].
+  PendingCollective reduce_scatter_async(const at::Tensor& stacked, const at::Tensor& out) const;
+
   // Splits this group: members with equal color form a group, ordered by key.
   Communicator split(int color, int key, std::string name) const;
+  // The same members in a separate communicator: its collectives never match this one's.
+  Communicator duplicate(std::string name) const;
 
   // Debug mode (env NNX_CHECK_COLLECTIVES=1, or set here): every collective first checks that
   // all members agree on the operation, dtype and shape, and throws on every member if not.

@@ -92,6 +92,15 @@ const Communicator& Mesh::comm(const std::vector<std::string>& axes) const {
   return comms_.at(mask);
 }
 
+const Communicator& Mesh::gradient_comm(const std::vector<std::string>& axes) const {
+  const Communicator& base = comm(axes);
+  uint64_t mask = axes_mask(axes);
+  auto it = gradient_comms_.find(mask);
+  if (it == gradient_comms_.end())
+    it = gradient_comms_.emplace(mask, base.duplicate(base.name() + "/gradients")).first;
+  return it->second;
+}
+
 std::shared_ptr<const Mesh> make_mesh(std::vector<int64_t> shape,
                                       std::vector<std::string> axis_names) {
   auto mesh = std::make_shared<Mesh>(std::move(shape), std::move(axis_names));

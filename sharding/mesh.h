@@ -42,6 +42,9 @@ class Mesh {
   int64_t coordinate(const std::string& axis) const { return coordinates()[axis_index(axis)]; }
   const Communicator& comm(const std::vector<std::string>& axes) const;
   const Communicator& comm(const std::string& axis) const { return comm(std::vector{axis}); }
+  // A duplicate of comm(axes) for gradient reduction, so reductions in flight never match the
+  // backward pass's own collectives. Collective the first time each set of axes asks for it.
+  const Communicator& gradient_comm(const std::vector<std::string>& axes) const;
 
  private:
   friend std::shared_ptr<const Mesh> make_mesh(std::vector<int64_t>, std::vector<std::string>);
@@ -50,6 +53,7 @@ class Mesh {
   std::vector<int64_t> shape_;
   std::vector<std::string> axis_names_;
   std::map<uint64_t, Communicator> comms_;  // by bitmask of axes; filled by make_mesh
+  mutable std::map<uint64_t, Communicator> gradient_comms_;  // made on first use
   std::vector<int64_t> coordinates_;        // this process's, set by make_mesh
 };
 

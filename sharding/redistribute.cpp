@@ -102,17 +102,21 @@ Array redistribute(const Array& x, const NamedSharding& target,
   Layout now{x.local(), axes_per_dim(x.spec()), x.partial_axes()};
   auto coordinate = [&](const std::string& a) { return mesh.coordinate(a); };
 
-  // 1. Pending sums the target does not keep: reduce_scatter into a dim that wants exactly this
-  //    axis and is whole now; otherwise all_reduce.
+  // 1. Pending sums the target does not keep: reduce_scatter into a dim whose target axes are
+  //    its current ones followed by this axis (it splits this rank's block further); otherwise
+  //    all_reduce.
   for (const auto& a : Axes(now.partial)) {
     if (contains(partial_axes, a)) continue;
     now.partial.erase(std::find(now.partial.begin(), now.partial.end(), a));
     int64_t into = -1;
-    for (size_t d = 0; d < want.size(); ++d)
-      if (want[d] == Axes{a} && now.dims[d].empty()) into = static_cast<int64_t>(d);
+    for (size_t d = 0; d < want.size(); ++d) {
+      Axes then = now.dims[d];
+      then.push_back(a);
+      if (want[d] == then) into = static_cast<int64_t>(d);
+    }
     if (into >= 0) {
       now.local = detail::reduce_scatter_ad(now.local, mesh.comm(a), into);
-      now.dims[into] = {a};
+      now.dims[into].push_back(a);
       ++counts.reduce_scatter;
     } else {
       now.local = detail::all_reduce_ad(now.local, mesh.comm(a));

@@ -82,13 +82,21 @@ void check_accumulation(const std::shared_ptr<const nnx::Mesh>& mesh) {
     if (mesh) v.set_value(nnx::device_put(v.tensor(), {mesh, nnx::P()}));
   }
   auto xs = place(x), ys = place(y);
+  auto& counts = nnx::gradient_reduction_counts();
+  counts = {};
   auto [full_loss, full_grads] =
       nnx::value_and_grad([&](Net& m) { return loss_fn(m, xs, ys); }, model);
+  const auto one_step = counts;
+  counts = {};
   auto [loss, grads] = nnx::value_and_grad_accumulated(
       [&](Net& m, int64_t i) {
         return loss_fn(m, place(x.narrow(0, i * micro, micro)), place(y.narrow(0, i * micro, micro)));
       },
       model, 4);
+  // One reduction per step, not per micro-batch, started during the last backward.
+  CHECK(counts.all_reduce_buckets == one_step.all_reduce_buckets);
+  CHECK(counts.started_in_backward == one_step.all_reduce_buckets);
+  if (mesh && mesh->size() > 1) CHECK(one_step.all_reduce_buckets == 1);
   CHECK(torch::allclose(nnx::gather(loss), nnx::gather(full_loss), 1e-12, 1e-14));
   // nnx::grad gives value_and_grad's gradients alone.
   auto only = nnx::grad([&](Net& m) { return loss_fn(m, xs, ys); }, model);

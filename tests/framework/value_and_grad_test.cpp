@@ -93,7 +93,8 @@ TEST_CASE("gradients on every layout equal the one-device gradients",
     TwoLayer model = placed_copy(reference, layout, mesh);
     auto xs = nnx::device_put(x, {mesh, layout.x});
     auto ys = nnx::device_put(y, {mesh, layout.x});
-    nnx::gradient_all_reduce_count() = 0;
+    auto& counts = nnx::gradient_reduction_counts();
+    counts = {};
     auto [loss, grads] = nnx::value_and_grad(
         [&](TwoLayer& m) { return nnx::mean_squared_error(m(xs), ys); }, model);
     CHECK(torch::allclose(nnx::gather(loss), ref_loss.local(), 1e-12, 1e-12));
@@ -108,13 +109,30 @@ TEST_CASE("gradients on every layout equal the one-device gradients",
     int64_t expected = layout.name == "mixed" ? 2 : 1;
     if (layout.name == "mixed" && layout.mesh_shape[0] == 1) expected = 1;  // no data replicas
     if (layout.name == "mixed" && layout.mesh_shape[1] == 1) expected = 1;  // b2's axes = data's
-    CHECK(nnx::gradient_all_reduce_count() == expected);
-    // A tiny cap puts each parameter in its own bucket.
-    nnx::gradient_all_reduce_count() = 0;
-    (void)nnx::value_and_grad([&](TwoLayer& m) { return nnx::mean_squared_error(m(xs), ys); },
-                              model, {.bucket_cap_bytes = 8});
-    CHECK(nnx::gradient_all_reduce_count() <= 4);
-    CHECK(nnx::gradient_all_reduce_count() >= expected);
+    CHECK(counts.all_reduce_buckets == expected);
+    // Every bucket started from a hook, during backward.
+    CHECK(counts.started_in_backward == expected);
+    // A tiny cap puts each parameter in its own bucket; without overlap the buckets start after
+    // backward, with the same results bit for bit.
+    counts = {};
+    auto tiny = nnx::value_and_grad(
+        [&](TwoLayer& m) { return nnx::mean_squared_error(m(xs), ys); }, model,
+        {.bucket_cap_bytes = 8});
+    const int64_t tiny_buckets = counts.all_reduce_buckets;
+    CHECK(tiny_buckets <= 4);
+    CHECK(tiny_buckets >= expected);
+    CHECK(counts.started_in_backward == tiny_buckets);
+    counts = {};
+    auto after = nnx::value_and_grad(
+        [&](TwoLayer& m) { return nnx::mean_squared_error(m(xs), ys); }, model,
+        {.bucket_cap_bytes = 8, .overlap = false});
+    CHECK(counts.all_reduce_buckets == tiny_buckets);
+    CHECK(counts.started_in_backward == 0);
+    for (const auto& path : {"w1", "b1", "w2", "b2"}) {
+      INFO(path);
+      CHECK(torch::equal(after.grads[path].tensor(), tiny.grads[path].tensor()));
+      CHECK(torch::equal(after.grads[path].tensor(), grads[path].tensor()));
+    }
   }
 }
 
@@ -149,6 +167,16 @@ TEST_CASE("a parameter without a gradient on some rank is an error on every rank
     return nnx::mean(nnx::square(out));
   };
   CHECK_THROWS_WITH(nnx::value_and_grad(loss_fn, model), Contains("no gradient reached"));
+  // A bucket per parameter: rank 0 starts b2's from a hook, the others only after backward.
+  CHECK_THROWS_WITH(nnx::value_and_grad(loss_fn, model, {.bucket_cap_bytes = 8}),
+                    Contains("no gradient reached"));
+  CHECK_FALSE(model.b2.tensor().requires_grad());
+  // Every rank issued the same collectives: the next steps run and agree.
+  auto good_fn = [&](TwoLayer& m) { return nnx::mean(nnx::square(m(x))); };
+  auto overlapped = nnx::value_and_grad(good_fn, model, {.bucket_cap_bytes = 8});
+  auto after = nnx::value_and_grad(good_fn, model, {.bucket_cap_bytes = 8, .overlap = false});
+  for (const auto& path : {"w1", "b1", "w2", "b2"})
+    CHECK(torch::equal(overlapped.grads[path].tensor(), after.grads[path].tensor()));
 }
 
 TEST_CASE("five Adam steps on every layout follow the one-device trajectory",

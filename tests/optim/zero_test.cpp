@@ -18,7 +18,7 @@ struct ZeroLayout {
   std::vector<std::string> axes;
   std::vector<nnx::Metadata> plain, zero;          // per parameter (net_paths() order)
   std::vector<std::optional<nnx::PartitionSpec>> slot_spec;  // ZeRO layout, or none
-  int64_t reduce_scatters;                         // ZeRO gradients reduced by reduce_scatter
+  int64_t zero_buckets;  // reduce-scatter buckets under the default cap (per set of axes)
 };
 
 // Data-only (8) and data x model (2,4), (4,2); logical names through a variable's
@@ -32,7 +32,7 @@ std::vector<ZeroLayout> zero_layouts() {
         {.optimizer_sharding = P("batch", none)},
         {}},  // 4 rows do not split 8 ways: stays with the bucketed all-reduce
        {P("data", none), P("data"), P("data", none), std::nullopt},
-       3}};
+       1}};
   for (const auto& shape : std::vector<std::vector<int64_t>>{{2, 4}, {4, 2}}) {
     std::vector<nnx::Metadata> plain{{.out_sharding = P(none, "model")},
                                      {.out_sharding = P("model")},
@@ -40,12 +40,12 @@ std::vector<ZeroLayout> zero_layouts() {
                                      {}};
     auto zero = plain;
     zero[0].optimizer_sharding = P("data", none);
-    zero[1].optimizer_sharding = P("data");  // after 'model' on the same dim: all_reduce + slice
+    zero[1].optimizer_sharding = P("data");  // after 'model' on the same dim: splits the block
     zero[2].optimizer_sharding = P(none, "batch");
     zero[3].optimizer_sharding = P("data");  // replicated on both: reduce_scatter + all_reduce
     out.push_back({"data x model", shape, {"data", "model"}, plain, zero,
                    {P("data", "model"), P({"model", "data"}), P("model", "data"), P("data")},
-                   3});
+                   2});  // zero[3] also all-reduces over 'model': a bucket of its own
   }
   return out;
 }
@@ -113,15 +113,18 @@ TEST_CASE("ZeRO-1 Adam training equals training without it", "[ranks8]") {
     for (int s = 0; s < 4; ++s) {
       INFO("step " << s);
       // Gradients: reduce-scattered into the ZeRO layout, equal to the plain ones.
+      auto& counts = nnx::gradient_reduction_counts();
+      counts = {};
       nnx::redistribute_counts() = {};
-      nnx::gradient_all_reduce_count() = 0;
       auto plain_g = plain.grads(s, 8);  // a bucket per parameter: counts parameters
-      const auto plain_counts = nnx::redistribute_counts();
-      const auto plain_buckets = nnx::gradient_all_reduce_count();
+      const auto plain_counts = counts;
+      const int64_t forward_collectives = nnx::redistribute_counts().collectives();
+      counts = {};
       nnx::redistribute_counts() = {};
-      nnx::gradient_all_reduce_count() = 0;
       auto zero_g = zero.grads(s, 8);
-      const auto zero_counts = nnx::redistribute_counts();
+      const auto zero_counts = counts;
+      // The gradients all travel in buckets: no redistribute beyond the forward pass's own.
+      CHECK(nnx::redistribute_counts().collectives() == forward_collectives);
       int64_t zero_params = 0;
       for (size_t i = 0; i < paths.size(); ++i) {
         INFO(paths[i]);
@@ -132,9 +135,17 @@ TEST_CASE("ZeRO-1 Adam training equals training without it", "[ranks8]") {
         CHECK(torch::allclose(nnx::gather(g.value()), nnx::gather(plain_g.grads[paths[i]].value()),
                               1e-10, 1e-12));
       }
-      CHECK(zero_counts.reduce_scatter - plain_counts.reduce_scatter == layout.reduce_scatters);
-      CHECK(plain_buckets == 4);  // every parameter is replicated along data
-      CHECK(nnx::gradient_all_reduce_count() == 4 - zero_params);
+      CHECK(plain_counts.all_reduce_buckets == 4);  // every parameter is replicated along data
+      CHECK(plain_counts.reduce_scatter_buckets == 0);
+      CHECK(zero_counts.reduce_scatter_buckets == zero_params);
+      CHECK(zero_counts.all_reduce_buckets == 4 - zero_params);
+      CHECK(zero_counts.started_in_backward == 4);
+      // With the default cap, ZeRO parameters share reduce-scatters: one per set of axes.
+      counts = {};
+      auto bucketed = zero.grads(s);
+      CHECK(counts.reduce_scatter_buckets == layout.zero_buckets);
+      for (const auto& path : paths)
+        CHECK(torch::equal(bucketed.grads[path].tensor(), zero_g.grads[path].tensor()));
       // The global norm (what clip_by_global_norm scales by) is exact in either layout.
       const double norm = optim::global_norm(plain_g.grads);
       CHECK(optim::global_norm(zero_g.grads) == Approx(norm).epsilon(1e-12));
