@@ -1,0 +1,132 @@
+// export_safetensors and import_safetensors: between a sharded checkpoint and one plain
+// safetensors file of whole tensors.
+#include <nnx/checkpoint/crc32c.h>
+#include <nnx/checkpoint/dtype.h>
+#include <nnx/checkpoint/file_io.h>
+#include <nnx/checkpoint/inspect.h>
+#include <nnx/checkpoint/manifest.h>
+#include <nnx/checkpoint/safetensors.h>
+#include <nnx/framework/error.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+namespace nnx::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Copies a dense block of `shape` at `start` into the dense whole array of `full` (row-major).
+void place_block(const char* block, const std::vector<int64_t>& shape,
+                 const std::vector<int64_t>& start, char* whole, const std::vector<int64_t>& full,
+                 size_t elem) {
+  const size_t nd = shape.size();
+  if (nd == 0) {
+    std::memcpy(whole, block, elem);
+    return;
+  }
+  std::vector<int64_t> stride(nd, 1);
+  for (size_t d = nd - 1; d-- > 0;) stride[d] = stride[d + 1] * full[d + 1];
+  const size_t row = static_cast<size_t>(shape[nd - 1]) * elem;
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < nd; ++d) rows *= shape[d];
+  std::vector<int64_t> index(nd, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t at = start[nd - 1];
+    for (size_t d = 0; d + 1 < nd; ++d) at += (start[d] + index[d]) * stride[d];
+    std::memcpy(whole + at * elem, block + r * row, row);
+    for (size_t d = nd - 1; d-- > 0;) {
+      if (++index[d] < shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+void fsync_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  NNX_CHECK(fd >= 0, "cannot open '{}' to sync it: {}", path, std::strerror(errno));
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  NNX_CHECK(rc == 0, "cannot sync '{}': {}", path, std::strerror(errno));
+}
+
+std::string renamed(const std::string& name, const Renames& renames) {
+  for (const auto& [from, to] : renames)
+    if (name.rfind(from, 0) == 0) return to + name.substr(from.size());
+  return name;
+}
+
+}  // namespace
+
+void export_safetensors(const std::string& dir, const std::string& file) {
+  const Manifest m = read_manifest(dir);
+  std::vector<TensorLayout> layouts;
+  for (const auto& v : m.variables) layouts.push_back({v.path, v.dtype, v.shape});
+  const std::string partial = file + ".partial";
+  SafetensorsWriter writer(partial, layouts, {{"format", "nnx-export"}});
+  std::map<std::string, std::unique_ptr<InputFile>> files;
+  std::vector<char> whole, chunk;
+  for (const auto& v : m.variables) {
+    whole.assign(checked_nbytes(v.shape, v.dtype, v.path), 0);
+    const size_t elem = dtype_size(v.dtype, v.path);
+    for (const auto& c : v.chunks) {
+      auto& in = files[c.file];
+      if (!in) in = std::make_unique<InputFile>(dir + "/" + c.file);
+      chunk.resize(c.nbytes);
+      in->read_at(c.offset, chunk.data(), c.nbytes);
+      NNX_CHECK(crc32c(chunk.data(), chunk.size()) == c.crc32c,
+                "'{}' in '{}': the chunk at [{}] fails its checksum; nothing was exported", v.path,
+                in->path(), fmt::join(c.start, ", "));
+      place_block(chunk.data(), c.shape, c.start, whole.data(), v.shape, elem);
+    }
+    writer.write(whole.data(), whole.size());
+  }
+  writer.finish();
+  fs::rename(partial, file);
+  fsync_directory(fs::absolute(file).parent_path().string());
+}
+
+void import_safetensors(const std::string& file, const std::string& dir, const Renames& renames) {
+  InputFile source(file);
+  const SafetensorsHeader header = read_safetensors_header(source, file);
+  fs::create_directories(dir);
+  NNX_CHECK(!fs::exists(dir + "/manifest.json"),
+            "'{}' already holds a checkpoint; import into a new directory", dir);
+  const std::string name = "rank-00000.safetensors";
+  fs::copy_file(file, dir + "/" + name, fs::copy_options::overwrite_existing);
+  fsync_file(dir + "/" + name);
+  InputFile copy(dir + "/" + name);
+  NNX_CHECK(copy.size() == source.size(), "copying '{}' into '{}' gave {} bytes of {}", file, dir,
+            copy.size(), source.size());
+
+  Manifest m;
+  m.files.push_back({name, copy.size()});
+  m.user_metadata = {{"imported_from", fs::path(file).filename().string()}};
+  std::set<std::string> paths;
+  for (const auto& t : header.tensors) {
+    VariableRecord v;
+    v.path = renamed(t.name, renames);
+    NNX_CHECK(!v.path.empty() && paths.insert(v.path).second,
+              "tensor '{}' of '{}' renames to '{}', which is empty or taken by another tensor; "
+              "adjust the renames",
+              t.name, file, v.path);
+    v.kind = "Param";
+    v.dtype = t.dtype;
+    v.shape = t.shape;
+    v.metadata = {{"imported_name", t.name}};
+    const uint64_t offset = header.data_start + t.begin, nbytes = t.end - t.begin;
+    v.chunks.push_back({name, t.name, std::vector<int64_t>(t.shape.size(), 0), t.shape, offset,
+                        nbytes, crc32c_of_range(copy, offset, nbytes)});
+    m.variables.push_back(std::move(v));
+  }
+  const std::string text = serialize_manifest(m);
+  (void)parse_manifest(text, dir + "/manifest.json");
+  write_file_atomically(dir + "/manifest.json", text);
+}
+
+}  // namespace nnx::checkpoint

@@ -1,0 +1,152 @@
+// CheckpointManager: step directories, retention, and background saves on a duplicated world
+// communicator (MPI_THREAD_MULTIPLE), so the training loop's collectives never meet them.
+#include <nnx/checkpoint/file_io.h>
+#include <nnx/checkpoint/manager.h>
+#include <nnx/checkpoint/save_plan.h>
+#include <nnx/framework/error.h>
+#include <nnx/sharding/world.h>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+namespace nnx::checkpoint {
+
+namespace fs = std::filesystem;
+
+CheckpointManager::CheckpointManager(std::string dir, CheckpointManagerOptions options)
+    : dir_(std::move(dir)), options_(options) {
+  NNX_CHECK(options_.save_interval_steps >= 1, "save_interval_steps must be >= 1, got {}",
+            options_.save_interval_steps);
+  NNX_CHECK(options_.max_to_keep >= 0 && options_.keep_period >= 0,
+            "max_to_keep ({}) and keep_period ({}) must not be negative", options_.max_to_keep,
+            options_.keep_period);
+  Communicator world = Communicator::world();
+  if (options_.async) {
+    int level = 0;
+    MPI_Query_thread(&level);
+    NNX_CHECK(level == MPI_THREAD_MULTIPLE,
+              "asynchronous saves need an MPI library with MPI_THREAD_MULTIPLE (this one gives "
+              "level {}); use {{.async = false}}",
+              level);
+  }
+  comm_ = std::make_unique<Communicator>(world.duplicate("checkpoint"));
+  if (world.rank() == 0) fs::create_directories(dir_);
+  world.barrier();
+}
+
+CheckpointManager::~CheckpointManager() {
+  if (worker_.joinable()) worker_.join();
+  if (error_) {
+    try {
+      std::rethrow_exception(error_);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[CheckpointManager] a background save failed: %s\n", e.what());
+    }
+  }
+}
+
+bool CheckpointManager::should_save(int64_t step) const {
+  return step >= 0 && step % options_.save_interval_steps == 0;
+}
+
+std::string CheckpointManager::step_dir(int64_t step) const {
+  return dir_ + "/" + std::to_string(step);
+}
+
+void CheckpointManager::save_now(int64_t step, const Communicator& comm,
+                                 const detail::SavePlan& plan, const SaveOptions& options) {
+  detail::prepare_directory(comm, step_dir(step));
+  detail::write_and_commit(comm, step_dir(step), plan, options);
+  if (comm.rank() == 0) apply_retention();
+}
+
+bool CheckpointManager::save(int64_t step, const State& state, const SaveOptions& options) {
+  NNX_CHECK(step >= 0, "step must be >= 0, got {}", step);
+  wait_until_finished();
+  if (!should_save(step)) return false;
+  // Copies for a background write, so the caller may go on changing the state.
+  auto plan = std::make_shared<detail::SavePlan>(
+      detail::plan_save(state, comm_->rank(), options_.async));
+  if (!options_.async) {
+    save_now(step, *comm_, *plan, options);
+    return true;
+  }
+  worker_ = std::thread([this, step, plan, options] {
+    try {
+      save_now(step, *comm_, *plan, options);
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  });
+  return true;
+}
+
+void CheckpointManager::wait_until_finished() {
+  if (worker_.joinable()) worker_.join();
+  if (error_) {
+    auto error = error_;
+    error_ = nullptr;
+    std::rethrow_exception(error);
+  }
+}
+
+std::vector<int64_t> CheckpointManager::all_steps() const {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.size() > 18 ||
+        !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    if (fs::exists(entry.path() / "manifest.json")) steps.push_back(std::stoll(name));
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::optional<int64_t> CheckpointManager::latest_step() const {
+  auto steps = all_steps();
+  if (steps.empty()) return std::nullopt;
+  return steps.back();
+}
+
+State CheckpointManager::restore(int64_t step, const State& target,
+                                 const RestoreOptions& options) const {
+  if (step == latest) {
+    auto last = latest_step();
+    NNX_CHECK(last.has_value(), "'{}' holds no committed checkpoint to restore", dir_);
+    step = *last;
+  }
+  return checkpoint::restore(step_dir(step), target, options);
+}
+
+nlohmann::json CheckpointManager::restore_per_rank(int64_t step) const {
+  if (step == latest) {
+    auto last = latest_step();
+    NNX_CHECK(last.has_value(), "'{}' holds no committed checkpoint to restore", dir_);
+    step = *last;
+  }
+  return checkpoint::restore_per_rank(step_dir(step));
+}
+
+// Keeps the newest max_to_keep steps and every multiple of keep_period; a deleted step loses
+// its manifest first, so a crash midway leaves an uncommitted directory, never a broken one.
+void CheckpointManager::apply_retention() {
+  if (options_.max_to_keep == 0) return;
+  auto steps = all_steps();
+  const int64_t excess = static_cast<int64_t>(steps.size()) - options_.max_to_keep;
+  for (int64_t i = 0; i < excess; ++i) {
+    const int64_t s = steps[i];
+    if (options_.keep_period > 0 && s % options_.keep_period == 0) continue;
+    const std::string dir = step_dir(s);
+    fs::remove(dir + "/manifest.json");
+    fsync_directory(dir);
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+}
+
+}  // namespace nnx::checkpoint

@@ -1,0 +1,198 @@
+// checkpoint::restore: each rank reads, from the chunks that overlap its blocks, only the byte
+// runs it needs; whole chunks are checked against their checksums.
+#include <nnx/checkpoint/crc32c.h>
+#include <nnx/checkpoint/file_io.h>
+#include <nnx/checkpoint/safetensors.h>
+#include <nnx/checkpoint/save_plan.h>
+#include <nnx/framework/error.h>
+#include <nnx/sharding/spec_check.h>
+#include <nnx/sharding/state_sharding.h>
+#include <nnx/sharding/world.h>
+
+#include <torch/torch.h>
+
+#include <map>
+
+namespace nnx::checkpoint {
+
+namespace {
+
+// The shard files of one checkpoint, opened on first use; sizes checked against the manifest.
+class ShardFiles {
+ public:
+  ShardFiles(std::string dir, const Manifest& manifest) : dir_(std::move(dir)) {
+    for (const auto& f : manifest.files) sizes_[f.name] = f.size;
+  }
+  // The file of `chunk`, after checking its size and that its safetensors header places the
+  // chunk where the manifest says.
+  const InputFile& open(const ChunkRecord& chunk, const std::string& dtype) {
+    auto it = files_.find(chunk.file);
+    if (it == files_.end()) {
+      InputFile file(dir_ + "/" + chunk.file);
+      NNX_CHECK(file.size() == sizes_.at(chunk.file),
+                "'{}' has {} bytes but the manifest records {}: the file was truncated or "
+                "replaced after the save",
+                file.path(), file.size(), sizes_.at(chunk.file));
+      auto header = read_safetensors_header(file, file.path());
+      it = files_.emplace(chunk.file, Opened{std::move(file), std::move(header)}).first;
+    }
+    const auto& [file, header] = it->second;
+    const TensorEntry& entry = header.at(chunk.key, file.path());
+    NNX_CHECK(entry.dtype == dtype && entry.shape == chunk.shape &&
+                  header.data_start + entry.begin == chunk.offset &&
+                  entry.end - entry.begin == chunk.nbytes,
+              "'{}' holds '{}' as {}{} at byte {} but the manifest records {}{} at byte {}; the "
+              "file does not belong to this manifest",
+              file.path(), chunk.key, entry.dtype, to_string(entry.shape),
+              header.data_start + entry.begin, dtype, to_string(chunk.shape), chunk.offset);
+    return file;
+  }
+
+ private:
+  struct Opened {
+    InputFile file;
+    SafetensorsHeader header;
+  };
+  std::string dir_;
+  std::map<std::string, uint64_t> sizes_;
+  std::map<std::string, Opened> files_;
+};
+
+// The overlap of two boxes; empty when any extent is zero.
+Box intersect(const Box& a, const Box& b) {
+  Box out{a.start, a.size};
+  for (size_t d = 0; d < a.start.size(); ++d) {
+    int64_t lo = std::max(a.start[d], b.start[d]);
+    int64_t hi = std::min(a.start[d] + a.size[d], b.start[d] + b.size[d]);
+    out.start[d] = lo;
+    out.size[d] = std::max<int64_t>(0, hi - lo);
+  }
+  return out;
+}
+
+// Reads the part `region` of `chunk` into `dst` (dense, region's shape), as few contiguous
+// runs as the layouts allow.
+void read_region(const InputFile& file, const ChunkRecord& chunk, const Box& region,
+                 at::Tensor& dst) {
+  const int64_t nd = static_cast<int64_t>(chunk.shape.size());
+  const int64_t elem = dst.element_size();
+  // Dims after k are whole in the region: each run spans them and part of dim k.
+  int64_t k = nd - 1;
+  while (k >= 0 && region.size[k] == chunk.shape[k]) --k;
+  std::vector<int64_t> stride(nd, 1);
+  for (int64_t d = nd - 2; d >= 0; --d) stride[d] = stride[d + 1] * chunk.shape[d + 1];
+  const int64_t run = k < 0 ? numel(chunk.shape) : region.size[k] * stride[k];
+  const int64_t runs = k <= 0 ? 1 : numel(Shape(region.size.begin(), region.size.begin() + k));
+  auto* out = static_cast<char*>(dst.data_ptr());
+  std::vector<int64_t> index(std::max<int64_t>(k, 0), 0);
+  for (int64_t r = 0; r < runs; ++r) {
+    int64_t source = 0;
+    for (int64_t d = 0; d < nd && d <= k; ++d) {
+      int64_t i = region.start[d] - chunk.start[d] + (d < k ? index[d] : 0);
+      source += i * stride[d];
+    }
+    file.read_at(chunk.offset + static_cast<uint64_t>(source * elem), out + r * run * elem,
+                 static_cast<uint64_t>(run * elem));
+    io_counts().bytes_read += run * elem;
+    for (int64_t d = k - 1; d >= 0; --d) {  // next index over dims [0, k), row-major
+      if (++index[d] < region.size[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+// The layout the restored variable takes: the target's own sharding, else its metadata's spec
+// on options.mesh, else the whole array.
+std::pair<std::shared_ptr<const Mesh>, PartitionSpec> target_layout(const std::string& path,
+                                                                    const Variable& v,
+                                                                    const RestoreOptions& options) {
+  const Array& value = v.value();
+  const size_t rank = value.shape().size();
+  std::shared_ptr<const Mesh> mesh = value.mesh() ? value.mesh() : options.mesh;
+  if (!mesh) return {nullptr, pad_spec(P(), rank)};
+  NNX_CHECK(mesh->is_bound(),
+            "'{}' targets {}, a description only; restore onto a mesh made by nnx::make_mesh",
+            path, mesh->to_string());
+  if (value.mesh()) return {mesh, pad_spec(value.spec(), rank)};
+  return {mesh, checked_partition_spec(v.metadata(), value.shape(), *mesh, "'" + path + "'")};
+}
+
+Array restore_one(const std::string& dir, const std::string& path, const Variable& v,
+                  const VariableRecord& record, ShardFiles& files, const RestoreOptions& options) {
+  const Array& target = v.value();
+  const std::string what = fmt::format("'{}' in '{}'", path, dir);
+  NNX_CHECK(record.shape == target.shape(),
+            "{} has shape {} but the target has shape {}; restore into a model of the saved shape",
+            what, to_string(record.shape), to_string(target.shape()));
+  const at::ScalarType saved = detail::torch_dtype(record.dtype, what);
+  const at::ScalarType wanted = target.dtype();
+  NNX_CHECK(saved == wanted || (at::isFloatingType(saved) && at::isFloatingType(wanted)),
+            "{} is saved as {} but the target is {}; only floating types convert on restore", what,
+            dtype_name(saved), dtype_name(wanted));
+  auto [mesh, spec] = target_layout(path, v, options);
+  const Box box = mesh ? block_of(target.shape(), spec, *mesh, mesh->coordinates())
+                       : Box::whole(target.shape());
+  at::Tensor local = torch::empty(box.size, torch::TensorOptions().dtype(saved));
+  int64_t covered = 0;
+  for (const auto& chunk : record.chunks) {
+    const Box chunk_box{chunk.start, chunk.shape};
+    const Box region = intersect(chunk_box, box);
+    if (region.numel() == 0) continue;
+    const InputFile& file = files.open(chunk, record.dtype);
+    const bool whole = region == chunk_box || options.verify_all_checksums;
+    const Box read_box = whole ? chunk_box : region;
+    at::Tensor part = region == box && read_box == box
+                          ? local
+                          : torch::empty(read_box.size, local.options());
+    read_region(file, chunk, read_box, part);
+    if (whole) {
+      uint32_t crc = crc32c(part.data_ptr(), static_cast<size_t>(part.nbytes()));
+      NNX_CHECK(crc == chunk.crc32c,
+                "{}: the chunk at {} in '{}' fails its checksum (crc32c {:08x}, manifest {:08x}); "
+                "the file is corrupt: restore an earlier checkpoint",
+                what, to_string(chunk.start), chunk.file, crc, chunk.crc32c);
+      ++io_counts().chunks_verified;
+    }
+    if (!part.is_same(local)) {
+      Box in_part{region.start, region.size}, in_local{region.start, region.size};
+      for (size_t d = 0; d < region.start.size(); ++d) {
+        in_part.start[d] -= read_box.start[d];
+        in_local.start[d] -= box.start[d];
+      }
+      slice(local, in_local).copy_(slice(part, in_part));
+    }
+    covered += region.numel();
+  }
+  NNX_CHECK(covered == box.numel(), "{}: the chunks cover {} of the {} elements this rank needs",
+            what, covered, box.numel());
+  if (wanted != saved) local = local.to(wanted);
+  if (!mesh) return Array(local);
+  return Array::from_local(local, target.shape(), {mesh, spec});
+}
+
+}  // namespace
+
+State restore(const std::string& dir, const State& target, const RestoreOptions& options) {
+  const Manifest manifest = read_manifest(dir);
+  ShardFiles files(dir, manifest);
+  State out;
+  for (const auto& [path, v] : target) {
+    const VariableRecord& record = manifest.at(path, dir);
+    out.add(path, nnx::detail::variable_like(v, restore_one(dir, path, v, record, files, options)));
+  }
+  return out;
+}
+
+nlohmann::json restore_per_rank(const std::string& dir) {
+  const Manifest manifest = read_manifest(dir);
+  NNX_CHECK(!manifest.per_rank.is_null(), "the checkpoint in '{}' holds no per-rank state", dir);
+  NNX_CHECK(manifest.world_size == world_size(),
+            "the per-rank state in '{}' was saved by {} ranks but this run has {}; it cannot be "
+            "resharded: run with mpirun -np {}, or start that state afresh",
+            dir, manifest.world_size, world_size(), manifest.world_size);
+  return manifest.per_rank.at(world_rank());
+}
+
+nlohmann::json read_metadata(const std::string& dir) { return read_manifest(dir).user_metadata; }
+
+}  // namespace nnx::checkpoint
