@@ -7,6 +7,7 @@ packages=(
   libtorch-dev
   libopenmpi-dev openmpi-bin
   libfmt-dev nlohmann-json3-dev catch2
+  clang python3-numpy
 )
 
 missing=()
