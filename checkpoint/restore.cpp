@@ -12,6 +12,8 @@
 #include <torch/torch.h>
 
 #include <map>
+#include <string_view>
+#include <unordered_map>
 
 namespace nnx::checkpoint {
 
@@ -70,35 +72,49 @@ Box intersect(const Box& a, const Box& b) {
   return out;
 }
 
-// Reads the part `region` of `chunk` into `dst` (dense, region's shape), as few contiguous
-// runs as the layouts allow.
-void read_region(const InputFile& file, const ChunkRecord& chunk, const Box& region,
-                 at::Tensor& dst) {
+// The last dim that `region` covers only partly in `chunk` or in `dst_box`: a run spans the
+// dims after it, contiguous in both (-1: the region is one run).
+int64_t run_dim(const ChunkRecord& chunk, const Box& region, const Box& dst_box) {
+  int64_t k = static_cast<int64_t>(chunk.shape.size()) - 1;
+  while (k >= 0 && region.size[k] == chunk.shape[k] && region.size[k] == dst_box.size[k]) --k;
+  return k;
+}
+
+// Reads the part `region` of `chunk` into `dst` (row-major, covering `dst_box`), run by run in
+// the chunk's order, each run one read straight into place; returns the CRC-32C of the bytes.
+uint32_t read_region(const InputFile& file, const ChunkRecord& chunk, const Box& region,
+                     at::Tensor& dst, const Box& dst_box) {
   const int64_t nd = static_cast<int64_t>(chunk.shape.size());
   const int64_t elem = dst.element_size();
-  // Dims after k are whole in the region: each run spans them and part of dim k.
-  int64_t k = nd - 1;
-  while (k >= 0 && region.size[k] == chunk.shape[k]) --k;
-  std::vector<int64_t> stride(nd, 1);
-  for (int64_t d = nd - 2; d >= 0; --d) stride[d] = stride[d + 1] * chunk.shape[d + 1];
+  const int64_t k = run_dim(chunk, region, dst_box);
+  std::vector<int64_t> stride(nd, 1), dst_stride(nd, 1);
+  for (int64_t d = nd - 2; d >= 0; --d) {
+    stride[d] = stride[d + 1] * chunk.shape[d + 1];
+    dst_stride[d] = dst_stride[d + 1] * dst_box.size[d + 1];
+  }
   const int64_t run = k < 0 ? numel(chunk.shape) : region.size[k] * stride[k];
   const int64_t runs = k <= 0 ? 1 : numel(Shape(region.size.begin(), region.size.begin() + k));
   auto* out = static_cast<char*>(dst.data_ptr());
   std::vector<int64_t> index(std::max<int64_t>(k, 0), 0);
+  uint32_t crc = 0;
   for (int64_t r = 0; r < runs; ++r) {
-    int64_t source = 0;
+    int64_t source = 0, target = 0;
     for (int64_t d = 0; d < nd && d <= k; ++d) {
-      int64_t i = region.start[d] - chunk.start[d] + (d < k ? index[d] : 0);
-      source += i * stride[d];
+      const int64_t i = d < k ? index[d] : 0;
+      source += (region.start[d] - chunk.start[d] + i) * stride[d];
+      target += (region.start[d] - dst_box.start[d] + i) * dst_stride[d];
     }
-    file.read_at(chunk.offset + static_cast<uint64_t>(source * elem), out + r * run * elem,
+    char* at = out + target * elem;
+    file.read_at(chunk.offset + static_cast<uint64_t>(source * elem), at,
                  static_cast<uint64_t>(run * elem));
+    crc = crc32c(at, static_cast<size_t>(run * elem), crc);
     io_counts().bytes_read += run * elem;
     for (int64_t d = k - 1; d >= 0; --d) {  // next index over dims [0, k), row-major
       if (++index[d] < region.size[d]) break;
       index[d] = 0;
     }
   }
+  return crc;
 }
 
 // The layout the restored variable takes: the target's own sharding, else its metadata's spec
@@ -141,25 +157,25 @@ Array restore_one(const std::string& dir, const std::string& path, const Variabl
     const InputFile& file = files.open(chunk, record.dtype);
     const bool whole = region == chunk_box || options.verify_all_checksums;
     const Box read_box = whole ? chunk_box : region;
-    at::Tensor part = region == box && read_box == box
-                          ? local
-                          : torch::empty(read_box.size, local.options());
-    read_region(file, chunk, read_box, part);
-    if (whole) {
-      uint32_t crc = crc32c(part.data_ptr(), static_cast<size_t>(part.nbytes()));
-      NNX_CHECK(crc == chunk.crc32c,
-                "{}: the chunk at {} in '{}' fails its checksum (crc32c {:08x}, manifest {:08x}); "
-                "the file is corrupt: restore an earlier checkpoint",
-                what, to_string(chunk.start), chunk.file, crc, chunk.crc32c);
-      ++io_counts().chunks_verified;
-    }
-    if (!part.is_same(local)) {
+    uint32_t crc = 0;
+    if (read_box == region) {
+      crc = read_region(file, chunk, region, local, box);
+    } else {  // verify_all_checksums: the whole chunk through a buffer, then the part kept
+      at::Tensor part = torch::empty(read_box.size, local.options());
+      crc = read_region(file, chunk, read_box, part, read_box);
       Box in_part{region.start, region.size}, in_local{region.start, region.size};
       for (size_t d = 0; d < region.start.size(); ++d) {
         in_part.start[d] -= read_box.start[d];
         in_local.start[d] -= box.start[d];
       }
       slice(local, in_local).copy_(slice(part, in_part));
+    }
+    if (whole) {
+      NNX_CHECK(crc == chunk.crc32c,
+                "{}: the chunk at {} in '{}' fails its checksum (crc32c {:08x}, manifest {:08x}); "
+                "the file is corrupt: restore an earlier checkpoint",
+                what, to_string(chunk.start), chunk.file, crc, chunk.crc32c);
+      ++io_counts().chunks_verified;
     }
     covered += region.numel();
   }
@@ -175,9 +191,12 @@ Array restore_one(const std::string& dir, const std::string& path, const Variabl
 State restore(const std::string& dir, const State& target, const RestoreOptions& options) {
   const Manifest manifest = read_manifest(dir);
   ShardFiles files(dir, manifest);
+  std::unordered_map<std::string_view, const VariableRecord*> by_path;
+  for (const auto& record : manifest.variables) by_path[record.path] = &record;
   State out;
   for (const auto& [path, v] : target) {
-    const VariableRecord& record = manifest.at(path, dir);
+    auto it = by_path.find(path);
+    const VariableRecord& record = it != by_path.end() ? *it->second : manifest.at(path, dir);
     out.add(path, nnx::detail::variable_like(v, restore_one(dir, path, v, record, files, options)));
   }
   return out;
