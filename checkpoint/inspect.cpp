@@ -78,12 +78,7 @@ VerifyReport verify(const std::string& dir) {
       auto it = files.find(c.file);
       if (it == files.end()) continue;  // already reported
       try {
-        const TensorEntry& entry = headers[c.file].at(c.key, it->second->path());
-        NNX_CHECK(entry.dtype == v.dtype && entry.shape == c.shape &&
-                      headers[c.file].data_start + entry.begin == c.offset &&
-                      entry.end - entry.begin == c.nbytes,
-                  "'{}' in '{}': the header's entry '{}' disagrees with the manifest", v.path,
-                  it->second->path(), c.key);
+        check_chunk_in_header(headers[c.file], c, v.dtype, v.path, it->second->path());
         const uint32_t crc = crc32c_of_range(*it->second, c.offset, c.nbytes);
         NNX_CHECK(crc == c.crc32c,
                   "'{}' in '{}': the chunk at [{}] fails its checksum (crc32c {:08x}, manifest "

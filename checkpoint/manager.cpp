@@ -113,23 +113,20 @@ std::optional<int64_t> CheckpointManager::latest_step() const {
   return steps.back();
 }
 
+int64_t CheckpointManager::resolved(int64_t step) const {
+  if (step != latest) return step;
+  auto last = latest_step();
+  NNX_CHECK(last.has_value(), "'{}' holds no committed checkpoint to restore", dir_);
+  return *last;
+}
+
 State CheckpointManager::restore(int64_t step, const State& target,
                                  const RestoreOptions& options) const {
-  if (step == latest) {
-    auto last = latest_step();
-    NNX_CHECK(last.has_value(), "'{}' holds no committed checkpoint to restore", dir_);
-    step = *last;
-  }
-  return checkpoint::restore(step_dir(step), target, options);
+  return checkpoint::restore(step_dir(resolved(step)), target, options);
 }
 
 nlohmann::json CheckpointManager::restore_per_rank(int64_t step) const {
-  if (step == latest) {
-    auto last = latest_step();
-    NNX_CHECK(last.has_value(), "'{}' holds no committed checkpoint to restore", dir_);
-    step = *last;
-  }
-  return checkpoint::restore_per_rank(step_dir(step));
+  return checkpoint::restore_per_rank(step_dir(resolved(step)));
 }
 
 // Keeps the newest max_to_keep steps and every multiple of keep_period; a deleted step loses

@@ -58,6 +58,7 @@ class CheckpointManager {
   void save_now(int64_t step, const Communicator& comm, const detail::SavePlan& plan,
                 const SaveOptions& options);
   void apply_retention();
+  int64_t resolved(int64_t step) const;  // `latest` as a step number
 
   std::string dir_;
   CheckpointManagerOptions options_;

@@ -4,6 +4,7 @@
 #include <nnx/checkpoint/file_io.h>
 #include <nnx/checkpoint/manifest.h>
 #include <nnx/checkpoint/parse_util.h>
+#include <nnx/checkpoint/safetensors.h>
 #include <nnx/checkpoint/tiling.h>
 
 #include <sys/stat.h>
@@ -311,6 +312,19 @@ Manifest read_manifest(const std::string& dir) {
             "'{}' has {} bytes, over the limit of {} bytes for a manifest", path, file.size(),
             kMaxManifestBytes);
   return parse_manifest(file.read_string(0, file.size()), path);
+}
+
+void check_chunk_in_header(const SafetensorsHeader& header, const ChunkRecord& chunk,
+                           std::string_view dtype, std::string_view variable,
+                           std::string_view file) {
+  const TensorEntry& entry = header.at(chunk.key, file);
+  const uint64_t offset = header.data_start + entry.begin;
+  NNX_CHECK(entry.dtype == dtype && entry.shape == chunk.shape && offset == chunk.offset &&
+                entry.end - entry.begin == chunk.nbytes,
+            "'{}': '{}' holds '{}' as {}[{}] at byte {} but the manifest records {}[{}] at byte "
+            "{}; the file does not belong to this manifest",
+            variable, file, chunk.key, entry.dtype, fmt::join(entry.shape, ", "), offset, dtype,
+            fmt::join(chunk.shape, ", "), chunk.offset);
 }
 
 }  // namespace nnx::checkpoint

@@ -66,6 +66,14 @@ struct Manifest {
   bool operator==(const Manifest&) const = default;
 };
 
+struct SafetensorsHeader;
+
+// Throws unless `header` (of the shard file `file`) holds `chunk` of `variable` where the
+// manifest records it: key, dtype, shape, byte offset and size.
+void check_chunk_in_header(const SafetensorsHeader& header, const ChunkRecord& chunk,
+                           std::string_view dtype, std::string_view variable,
+                           std::string_view file);
+
 // {"format": "nnx-checkpoint", "version": 1, ...}, indented by 1.
 std::string serialize_manifest(const Manifest& manifest);
 // Parses and validates everything (see manifest.cpp); errors name `file` and the variable.

@@ -25,9 +25,9 @@ class ShardFiles {
   ShardFiles(std::string dir, const Manifest& manifest) : dir_(std::move(dir)) {
     for (const auto& f : manifest.files) sizes_[f.name] = f.size;
   }
-  // The file of `chunk`, after checking its size and that its safetensors header places the
-  // chunk where the manifest says.
-  const InputFile& open(const ChunkRecord& chunk, const std::string& dtype) {
+  // The file of `chunk` of `variable`, after checking its size and that its safetensors header
+  // places the chunk where the manifest says.
+  const InputFile& open(const ChunkRecord& chunk, const VariableRecord& variable) {
     auto it = files_.find(chunk.file);
     if (it == files_.end()) {
       InputFile file(dir_ + "/" + chunk.file);
@@ -39,14 +39,7 @@ class ShardFiles {
       it = files_.emplace(chunk.file, Opened{std::move(file), std::move(header)}).first;
     }
     const auto& [file, header] = it->second;
-    const TensorEntry& entry = header.at(chunk.key, file.path());
-    NNX_CHECK(entry.dtype == dtype && entry.shape == chunk.shape &&
-                  header.data_start + entry.begin == chunk.offset &&
-                  entry.end - entry.begin == chunk.nbytes,
-              "'{}' holds '{}' as {}{} at byte {} but the manifest records {}{} at byte {}; the "
-              "file does not belong to this manifest",
-              file.path(), chunk.key, entry.dtype, to_string(entry.shape),
-              header.data_start + entry.begin, dtype, to_string(chunk.shape), chunk.offset);
+    check_chunk_in_header(header, chunk, variable.dtype, variable.path, file.path());
     return file;
   }
 
@@ -154,7 +147,7 @@ Array restore_one(const std::string& dir, const std::string& path, const Variabl
     const Box chunk_box{chunk.start, chunk.shape};
     const Box region = intersect(chunk_box, box);
     if (region.numel() == 0) continue;
-    const InputFile& file = files.open(chunk, record.dtype);
+    const InputFile& file = files.open(chunk, record);
     const bool whole = region == chunk_box || options.verify_all_checksums;
     const Box read_box = whole ? chunk_box : region;
     uint32_t crc = 0;

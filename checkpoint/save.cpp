@@ -4,6 +4,7 @@
 #include <nnx/checkpoint/save_plan.h>
 #include <nnx/framework/error.h>
 #include <nnx/framework/metadata.h>
+#include <nnx/sharding/gradient.h>
 #include <nnx/sharding/world.h>
 
 #include <torch/torch.h>
@@ -92,12 +93,9 @@ SavePlan plan_save(const State& state, int rank, bool copy) {
       const Mesh& mesh = *value.mesh();
       record.mesh = {mesh.axis_names(), mesh.shape()};
       record.spec = to_json(value.spec());
-      // One replica writes each distinct block: coordinate 0 on every axis the spec leaves out.
+      // One replica writes each distinct block: coordinate 0 on every axis it is copied along.
       writes = true;
-      const auto used = value.spec().axis_names();
-      for (int64_t a = 0; a < mesh.ndim(); ++a)
-        if (std::find(used.begin(), used.end(), mesh.axis_names()[a]) == used.end())
-          writes = writes && mesh.coordinates()[a] == 0;
+      for (const auto& axis : replica_axes(value)) writes = writes && mesh.coordinate(axis) == 0;
     }
     if (writes) {
       at::Tensor data = value.local().detach().to(at::kCPU).contiguous();
@@ -144,8 +142,8 @@ void write_and_commit(const Communicator& comm, const std::string& dir, const Sa
                            static_cast<uint64_t>(b.data.nbytes())});
       const std::string name = file_name_of(rank);
       auto written = write_safetensors(dir + "/" + name, tensors);
-      uint64_t size = std::filesystem::file_size(dir + "/" + name);
-      mine["file"] = {{"name", name}, {"size", size}};
+      // The tensors lie back to back: the file ends where the last one does.
+      mine["file"] = {{"name", name}, {"size", written.back().file_offset + written.back().nbytes}};
       nlohmann::json chunks = nlohmann::json::array();
       for (size_t i = 0; i < written.size(); ++i) {
         chunks.push_back({{"path", plan.blocks[i].path},
