@@ -84,7 +84,7 @@ void check_keys(const Json& obj, std::initializer_list<std::string_view> allowed
   for (const auto& item : obj.items()) {
     bool known = std::find(allowed.begin(), allowed.end(), item.key()) != allowed.end();
     where.check(known, "unknown key '{}'; the known keys are {}", shorten(item.key()),
-                fmt::join(allowed, ", "));
+                fmt::join(allowed.begin(), allowed.end(), ", "));
   }
 }
 

@@ -248,6 +248,57 @@ float erf_f32(float x) {
   return (x * p) / q;
 }
 
+float log_f32(float x) {
+  if (std::isnan(x) || x < 0) return std::numeric_limits<float>::quiet_NaN();
+  if (x == 0) return -std::numeric_limits<float>::infinity();
+  if (std::isinf(x)) return x;
+  // x = m * 2^e with m in [sqrt(1/2), sqrt(2)); log(x) = log1p(m - 1) + e * ln 2, the log1p by
+  // Cephes' degree-8 polynomial in three interleaved parts, ln 2 split in two (hi exact).
+  static constexpr float kP[9] = {7.0376836292e-2f,  -1.1514610310e-1f, 1.1676998740e-1f,
+                                  -1.2420140846e-1f, 1.4249322787e-1f,  -1.6668057665e-1f,
+                                  2.0000714765e-1f,  -2.4999993993e-1f, 3.3333331174e-1f};
+  constexpr float kLn2Lo = -2.12194440e-4f, kLn2Hi = 0.693359375f;
+  int exponent = 0;
+  float m = std::frexp(std::max(x, std::numeric_limits<float>::min()), &exponent);  // [0.5, 1)
+  float e = static_cast<float>(exponent);
+  const bool low = m < 0.707106781186547524f;
+  float r = m - 1.0f;
+  if (low) {
+    e -= 1.0f;
+    r += m;
+  }
+  const float r2 = r * r, r3 = r2 * r;
+  float y0 = std::fma(kP[0], r, kP[1]), y1 = std::fma(kP[3], r, kP[4]);
+  float y2 = std::fma(kP[6], r, kP[7]);
+  y0 = std::fma(y0, r, kP[2]);
+  y1 = std::fma(y1, r, kP[5]);
+  y2 = std::fma(y2, r, kP[8]);
+  float y = std::fma(std::fma(y0, r3, y1), r3, y2);
+  y = std::fma(y, r3, e * kLn2Lo);  // XLA fuses this product into the sum
+  return ((r - r2 * 0.5f) + y) + e * kLn2Hi;
+}
+
+float log1p_f32(float x) {
+  // Near 0 (|x| < sqrt(2) - 1): x - x^2/2 + x^3 P(x)/Q(x), Cephes' rational function, Horner
+  // with fused multiply-adds; elsewhere log(1 + x).
+  static constexpr float kNum[7] = {4.5270000862445199635215e-5f, 4.9854102823193375972212e-1f,
+                                    6.5787325942061044846969e0f,  2.9911919328553073277375e1f,
+                                    6.0949667980987787057556e1f,  5.7112963590585538103336e1f,
+                                    2.0039553499201281259648e1f};
+  static constexpr float kDen[7] = {1.0f,
+                                    1.5062909083469192043167e1f,  8.3047565967967209469434e1f,
+                                    2.2176239823732856465394e2f,  3.0909872225312059774938e2f,
+                                    2.1642788614495947685003e2f,  6.0118660497603843919306e1f};
+  if (!(std::fabs(x) < 0.41421356237309504880f)) return log_f32(1.0f + x);
+  float num = kNum[0], den = kDen[0];
+  for (int i = 1; i < 7; ++i) {
+    num = std::fma(num, x, kNum[i]);
+    den = std::fma(den, x, kDen[i]);
+  }
+  const float x2 = x * x;
+  return x + (-0.5f * x2 + (x * x2) * (num / den));
+}
+
 float erf_inv_f32(float x) {
   // Giles, "Approximating the erfinv function": a polynomial in w - 2.5 where
   // w = -log(1 - x^2) < 5, else in sqrt(w) - 3; coefficients highest power first.
@@ -258,7 +309,7 @@ float erf_inv_f32(float x) {
                                      -0.00367342844f,  0.00573950773f,  -0.0076224613f,
                                      0.00943887047f,   1.00167406f,     2.83297682f};
   if (std::fabs(x) == 1.0f) return x * std::numeric_limits<float>::infinity();
-  const float w = -std::log1p(-x * x);
+  const float w = -log1p_f32(-x * x);  // XLA's log1p, not libm's: they differ in the last bit
   const bool central = w < 5.0f;
   const float t = central ? w - 2.5f : std::sqrt(w) - 3.0f;
   const float* c = central ? kCentral : kTail;

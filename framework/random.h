@@ -81,6 +81,9 @@ namespace nnx::detail {
 // XLA's float32 erf (Eigen's rational approximation) and erf_inv (Giles' polynomials).
 float erf_f32(float x);
 float erf_inv_f32(float x);
+// XLA's float32 log and log1p on CPU, bit for bit (erf_inv needs them to match JAX).
+float log_f32(float x);
+float log1p_f32(float x);
 
 // Throws unless dtype is a floating type, naming `who` and the dtype.
 void check_floating(at::ScalarType dtype, const char* who);

@@ -1,5 +1,6 @@
 // MPI start-up on first use and the world's rank and size.
 #include <nnx/sharding/communicator.h>
+#include <nnx/sharding/threads.h>
 #include <nnx/sharding/world.h>
 
 #include <mpi.h>
@@ -11,6 +12,7 @@ namespace nnx {
 namespace detail {
 
 void ensure_mpi() {
+  apply_default_threads();
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) return;

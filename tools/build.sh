@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds nnx into ./build (or $NNX_BUILD_DIR): 2 jobs, ccache when present.
+# LibTorch comes from the project's Python environment (tools/install-deps.sh); extra arguments
+# go to `cmake --build` (e.g. --target state_tour).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${NNX_BUILD_DIR:-$root/build}

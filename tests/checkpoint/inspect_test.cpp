@@ -44,7 +44,7 @@ nnx::State on_mesh(const std::shared_ptr<const nnx::Mesh>& mesh, bool rows) {
 
 // numpy's view of a safetensors file: "name dtype [shape] sum" per line.
 std::string numpy_view(const std::string& file) {
-  auto [status, out] = run(fmt::format("/usr/bin/python3 {} {}", NNX_NUMPY_READ, file));
+  auto [status, out] = run(fmt::format("{} {} {}", NNX_PYTHON, NNX_NUMPY_READ, file));
   INFO(out);
   REQUIRE(status == 0);
   return out;

@@ -1,0 +1,61 @@
+# Finds LibTorch 2.x in the project's Python environment (tools/install-deps.sh makes it), or in
+# the interpreter named by NNX_PYTHON, through torch.utils.cmake_prefix_path; no flags needed.
+
+# The environment install-deps creates: $NNX_VENV, else the cache folder keyed by the hash of
+# tools/python/requirements.txt (tools/python/venv-path.sh computes the same path).
+function(nnx_default_python out)
+  if(DEFINED ENV{NNX_VENV})
+    set(venv $ENV{NNX_VENV})
+  else()
+    file(SHA256 ${CMAKE_SOURCE_DIR}/tools/python/requirements.txt hash)
+    string(SUBSTRING ${hash} 0 16 hash)
+    if(DEFINED ENV{NNX_CACHE_DIR})
+      set(cache $ENV{NNX_CACHE_DIR})
+    elseif(DEFINED ENV{XDG_CACHE_HOME})
+      set(cache $ENV{XDG_CACHE_HOME}/nnx)
+    else()
+      set(cache $ENV{HOME}/.cache/nnx)
+    endif()
+    set(venv ${cache}/venv-${hash})
+  endif()
+  if(EXISTS ${venv}/.nnx-complete)
+    set(${out} ${venv}/bin/python PARENT_SCOPE)
+  else()
+    set(${out} "" PARENT_SCOPE)
+  endif()
+endfunction()
+
+if(NOT NNX_PYTHON)
+  nnx_default_python(python)
+  if(NOT python)
+    find_package(Python3 COMPONENTS Interpreter)
+    set(python ${Python3_EXECUTABLE})
+  endif()
+  set(NNX_PYTHON ${python} CACHE FILEPATH "Python interpreter whose torch provides LibTorch")
+endif()
+execute_process(
+  COMMAND ${NNX_PYTHON} -c "import torch; print(torch.utils.cmake_prefix_path)"
+  OUTPUT_VARIABLE nnx_torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE
+  RESULT_VARIABLE status ERROR_QUIET)
+if(NOT status EQUAL 0)
+  message(FATAL_ERROR "nnx: '${NNX_PYTHON}' cannot import torch. Run tools/install-deps.sh "
+                      "(it creates the project's Python environment), or pass "
+                      "-DNNX_PYTHON=/path/to/python whose torch is 2.x.")
+endif()
+list(PREPEND CMAKE_PREFIX_PATH ${nnx_torch_prefix})
+
+# A CUDA LibTorch looks for the CUDA toolkit; point it at the system one when present.
+if(NOT DEFINED CUDAToolkit_ROOT AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CUDAToolkit_ROOT /usr/local/cuda)
+endif()
+# Name the GPU architectures so that LibTorch's CMake does not probe for a GPU (none in CI);
+# 9.0 is Hopper. Override with -DTORCH_CUDA_ARCH_LIST or the environment variable.
+if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+  set(TORCH_CUDA_ARCH_LIST "8.0;9.0")
+endif()
+find_package(Torch REQUIRED)
+if(Torch_VERSION VERSION_LESS 2.0)
+  message(FATAL_ERROR "nnx: LibTorch ${Torch_VERSION} at ${nnx_torch_prefix} is too old; "
+                      "nnx supports LibTorch 2.x (tools/install-deps.sh installs it).")
+endif()
+message(STATUS "nnx: LibTorch ${Torch_VERSION} from ${nnx_torch_prefix}")

@@ -1,0 +1,169 @@
+"""Live comparison with Flax NNX itself (CPU, 8 fake devices): the seed-003 DotReluDot guide's
+five Adam losses against nnx on 1 and 8 ranks, meshes (2,4) and (4,2), at relative 1e-5; and
+the initial state of every layer nnx has a Flax twin for, built with Rngs(0), value for value;
+and 2^20 samples of jax.random's normal, truncated_normal and uniform, bit for bit.
+
+Usage: flax_peer.py --values-bin build/tests/flax_peer_values --mpirun mpirun --workdir DIR
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import optax  # noqa: E402
+from flax import nnx  # noqa: E402
+from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
+
+RANK_TIMEOUT_S = 600
+failures = []
+
+
+def check(ok, message):
+    print(("ok   " if ok else "FAIL ") + message, flush=True)
+    if not ok:
+        failures.append(message)
+
+
+class DotReluDot(nnx.Module):
+    """The guide's layer, as the guide writes it."""
+
+    def __init__(self, depth, rngs):
+        init_fn = nnx.initializers.lecun_normal()
+        self.dot1 = nnx.Linear(depth, depth, use_bias=False, rngs=rngs,
+                               kernel_init=nnx.with_partitioning(init_fn, (None, "model")))
+        self.w2 = nnx.Param(init_fn(rngs.params(), (depth, depth)), sharding=("model", None))
+
+    def __call__(self, x):
+        y = jax.nn.relu(self.dot1(x))
+        y = jax.lax.with_sharding_constraint(y, P("data", "model"))
+        return jnp.dot(y, self.w2[...])
+
+
+def flax_guide_losses(mesh_shape):
+    mesh = jax.make_mesh(mesh_shape, ("data", "model"),
+                         axis_types=(jax.sharding.AxisType.Auto,) * 2)
+
+    @nnx.jit
+    def create_sharded_model():
+        model = DotReluDot(1024, rngs=nnx.Rngs(0))
+        state = nnx.state(model)
+        nnx.update(model, jax.lax.with_sharding_constraint(state, nnx.get_partition_spec(state)))
+        return model
+
+    with jax.set_mesh(mesh):
+        model = create_sharded_model()
+        optimizer = nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)
+        data = NamedSharding(mesh, P("data", None))
+        x = jax.device_put(jax.random.normal(jax.random.key(1), (8, 1024)), data)
+        y = jax.device_put(jax.random.normal(jax.random.key(2), (8, 1024)), data)
+
+        @nnx.jit
+        def train_step(model, optimizer, x, y):
+            loss, grads = nnx.value_and_grad(lambda m: jnp.mean((m(x) - y) ** 2))(model)
+            optimizer.update(model, grads)
+            return loss
+
+        return [float(train_step(model, optimizer, x, y)) for _ in range(5)]
+
+
+def flax_layers():
+    """Flax's twins of the layers flax_peer_values builds, each with Rngs(0)."""
+    r = lambda: nnx.Rngs(0)  # noqa: E731
+    return {
+        "Linear": nnx.Linear(16, 32, rngs=r()),
+        "Embed": nnx.Embed(10, 8, rngs=r()),
+        "Conv": nnx.Conv(3, 8, (3, 3), rngs=r()),
+        "LayerNorm": nnx.LayerNorm(6, rngs=r()),
+        "RMSNorm": nnx.RMSNorm(6, rngs=r()),
+        "BatchNorm": nnx.BatchNorm(6, rngs=r()),
+        "MultiHeadAttention": nnx.MultiHeadAttention(4, 16, decode=False, rngs=r()),
+        "LoRA": nnx.LoRA(8, 2, 12, rngs=r()),
+        "LoRALinear": nnx.LoRALinear(8, 12, lora_rank=2, rngs=r()),
+    }
+
+
+def run(cmd):
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    print("$ " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, timeout=RANK_TIMEOUT_S, env=env)
+
+
+def compare_layers(nnx_doc):
+    for name, module in flax_layers().items():
+        flat = nnx.to_flat_state(nnx.state(module, nnx.Any(nnx.Param, nnx.BatchStat)))
+        expected = {".".join(str(k) for k in path): np.asarray(v.get_value()) for path, v in flat}
+        got = {e["path"]: np.asarray(e["value"], dtype=np.float32).reshape(e["shape"])
+               for e in nnx_doc[name] if e["kind"] in ("Param", "BatchStat", "LoRAParam")}
+        check(sorted(got) == sorted(expected),
+              f"{name}: paths nnx {sorted(got)} vs Flax {sorted(expected)}")
+        for path in sorted(set(got) & set(expected)):
+            a, b = got[path], expected[path]
+            same = a.shape == b.shape and np.array_equal(a, b)
+            diff = float(np.max(np.abs(a - b))) if a.shape == b.shape else float("nan")
+            check(same, f"{name}.{path} {list(b.shape)}: equal to Flax's (max |diff| {diff:.3g})")
+
+
+def compare_random(workdir):
+    n = 1 << 20
+    expected = {
+        "normal": jax.random.normal(jax.random.key(0), (n,)),
+        "truncated_normal": jax.random.truncated_normal(jax.random.key(1), -2.0, 2.0, (n,)),
+        "uniform": jax.random.uniform(jax.random.key(2), (n,), minval=-3.0, maxval=5.0),
+    }
+    for name, want in expected.items():
+        got = np.fromfile(os.path.join(workdir, name + ".f32"), dtype=np.float32)
+        want = np.asarray(want)
+        differ = int(np.sum(got != want)) if got.shape == want.shape else -1
+        check(differ == 0, f"jax.random.{name}: {differ} of {n} samples differ from nnx's")
+
+
+def compare_losses(label, got, expected):
+    rel = max(abs(g - e) / abs(e) for g, e in zip(got, expected))
+    check(len(got) == 5 and rel <= 1e-5,
+          f"DotReluDot {label}: losses {['%.7f' % v for v in got]} vs Flax's, max rel {rel:.2e}")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--values-bin", required=True)
+    parser.add_argument("--mpirun", required=True)
+    parser.add_argument("--workdir", required=True)
+    args = parser.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    print(f"jax {jax.__version__}, flax {nnx.__name__.split('.')[0]} on {len(jax.devices())} CPU devices")
+
+    layers_file = os.path.join(args.workdir, "layers.json")
+    run([args.values_bin, "layers", layers_file])
+    with open(layers_file) as f:
+        compare_layers(json.load(f))
+
+    run([args.values_bin, "random", args.workdir])
+    compare_random(args.workdir)
+
+    flax = {shape: flax_guide_losses(shape) for shape in [(2, 4), (4, 2)]}
+    print(f"Flax losses (2,4): {flax[(2, 4)]}\nFlax losses (4,2): {flax[(4, 2)]}")
+    for ranks, shape in [(1, (1, 1)), (8, (2, 4)), (8, (4, 2))]:
+        out = os.path.join(args.workdir, f"losses_{shape[0]}x{shape[1]}.json")
+        cmd = [args.values_bin, "dot_relu_dot", str(shape[0]), str(shape[1]), out]
+        if ranks > 1:
+            cmd = [args.mpirun, "-np", str(ranks), "--oversubscribe"] + cmd
+        run(cmd)
+        with open(out) as f:
+            got = json.load(f)["losses"]
+        for flax_shape, expected in flax.items():
+            compare_losses(f"nnx {ranks} rank(s) mesh {shape} vs Flax mesh {flax_shape}", got,
+                           expected)
+
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
