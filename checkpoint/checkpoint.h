@@ -1,4 +1,4 @@
-// Sharded checkpoints (DESIGN.md 7): save a State from any mesh, restore it onto any other.
+// Sharded checkpoints (design.md §8): save a State from any mesh, restore it onto any other.
 //   nnx::checkpoint::save("ckpt/100", nnx::state(model));
 //   auto abstract = nnx::state(nnx::eval_shape([&] { return Model(rngs); }));
 //   nnx::update(model, nnx::checkpoint::restore("ckpt/100", abstract, {.mesh = mesh}));

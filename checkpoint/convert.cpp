@@ -6,7 +6,7 @@
 #include <nnx/checkpoint/inspect.h>
 #include <nnx/checkpoint/manifest.h>
 #include <nnx/checkpoint/safetensors.h>
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // The safetensors dtype table and checked shape arithmetic.
 #include <nnx/checkpoint/dtype.h>
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 
 #include <array>
 #include <utility>

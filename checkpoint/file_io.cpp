@@ -2,7 +2,7 @@
 // transfers, and every failure is an nnx::Error naming the path and the system's reason.
 #include <nnx/checkpoint/crc32c.h>
 #include <nnx/checkpoint/file_io.h>
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -4,7 +4,7 @@
 #include <nnx/checkpoint/inspect.h>
 #include <nnx/checkpoint/manifest.h>
 #include <nnx/checkpoint/safetensors.h>
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -2,8 +2,8 @@
 // communicator (MPI_THREAD_MULTIPLE), so the training loop's collectives never meet them.
 #include <nnx/checkpoint/file_io.h>
 #include <nnx/checkpoint/manager.h>
-#include <nnx/checkpoint/save_plan.h>
-#include <nnx/framework/error.h>
+#include <nnx/checkpoint/detail/save_plan.h>
+#include <nnx/core/error.h>
 #include <nnx/sharding/world.h>
 
 #include <mpi.h>

@@ -3,9 +3,9 @@
 #include <nnx/checkpoint/dtype.h>
 #include <nnx/checkpoint/file_io.h>
 #include <nnx/checkpoint/manifest.h>
-#include <nnx/checkpoint/parse_util.h>
+#include <nnx/checkpoint/detail/parse_util.h>
 #include <nnx/checkpoint/safetensors.h>
-#include <nnx/checkpoint/tiling.h>
+#include <nnx/checkpoint/detail/tiling.h>
 
 #include <sys/stat.h>
 

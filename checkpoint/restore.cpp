@@ -3,10 +3,10 @@
 #include <nnx/checkpoint/crc32c.h>
 #include <nnx/checkpoint/file_io.h>
 #include <nnx/checkpoint/safetensors.h>
-#include <nnx/checkpoint/save_plan.h>
-#include <nnx/framework/error.h>
+#include <nnx/checkpoint/detail/save_plan.h>
+#include <nnx/core/error.h>
 #include <nnx/sharding/spec_check.h>
-#include <nnx/sharding/state_sharding.h>
+#include <nnx/framework/state_sharding.h>
 #include <nnx/sharding/world.h>
 
 #include <torch/torch.h>

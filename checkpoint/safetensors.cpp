@@ -1,7 +1,7 @@
 // Safetensors header parsing with every size checked against the file, and the writer.
 #include <nnx/checkpoint/crc32c.h>
 #include <nnx/checkpoint/dtype.h>
-#include <nnx/checkpoint/parse_util.h>
+#include <nnx/checkpoint/detail/parse_util.h>
 #include <nnx/checkpoint/safetensors.h>
 
 #include <unistd.h>

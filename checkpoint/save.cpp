@@ -1,9 +1,9 @@
 // checkpoint::save: plan the blocks each rank writes, write them, commit the manifest last.
 #include <nnx/checkpoint/file_io.h>
 #include <nnx/checkpoint/safetensors.h>
-#include <nnx/checkpoint/save_plan.h>
-#include <nnx/framework/error.h>
-#include <nnx/framework/metadata.h>
+#include <nnx/checkpoint/detail/save_plan.h>
+#include <nnx/core/error.h>
+#include <nnx/sharding/metadata.h>
 #include <nnx/sharding/gradient.h>
 #include <nnx/sharding/world.h>
 

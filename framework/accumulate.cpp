@@ -1,6 +1,6 @@
 // Scaling summed micro-batch gradients.
 #include <nnx/framework/accumulate.h>
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/sharding/ops.h>
 
 #include <torch/torch.h>

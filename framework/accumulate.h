@@ -6,7 +6,7 @@
 // buckets starting during the last micro-batch's backward.
 #pragma once
 
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/framework/value_and_grad.h>
 #include <nnx/sharding/ops.h>
 

@@ -1,8 +1,8 @@
 // Bucketed gradient reduction overlapped with backward: all-reduces for replicated parameters,
 // reduce-scatters (plus an all-reduce over any further replica axes) for ZeRO parameters.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/framework/gradient_reducer.h>
-#include <nnx/optim/zero.h>
+#include <nnx/framework/optimizer_spec.h>
 #include <nnx/sharding/gradient.h>
 #include <nnx/sharding/redistribute.h>
 #include <nnx/sharding/spec_check.h>
@@ -82,7 +82,7 @@ struct GradientReducer::Impl {
       leaf.variable = &v;
       leaf.tensor = v.tensor();
       leaf.replicas = replica_axes(v.value());
-      leaf.zero_spec = optim::optimizer_spec(path, v);
+      leaf.zero_spec = optimizer_spec(path, v);
       if (leaf.zero_spec) {
         leaf.zero_dim = single_added_dim(pad_spec(v.value().spec(), v.shape().size()),
                                          *leaf.zero_spec);
@@ -253,6 +253,7 @@ State GradientReducer::finish() {
   for (auto& leaf : s.leaves) {
     const Variable& v = *leaf.variable;
     const auto& mesh = v.value().mesh();
+    RedistributeLabel label(leaf.path + " (gradient)");
     Array g = !leaf.zero_spec ? v.value().with_local(leaf.grad)
               : leaf.bucket >= 0
                   ? Array::from_local(leaf.grad, v.shape(), {mesh, *leaf.zero_spec})

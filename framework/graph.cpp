@@ -1,5 +1,5 @@
 // split/merge/state/update/clone/pop over the module graph.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/framework/graph.h>
 
 #include <torch/torch.h>

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <nnx/framework/filter.h>
-#include <nnx/framework/lazy_array.h>
+#include <nnx/framework/materialize.h>
 #include <nnx/framework/module.h>
 #include <nnx/framework/state.h>
 

@@ -1,5 +1,5 @@
 // Initializer calls and the with_partitioning/with_metadata wrappers.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/framework/initializer.h>
 
 #include <ATen/ATen.h>

@@ -2,9 +2,9 @@
 // plus the metadata (sharding annotations) that with_partitioning/with_metadata attach.
 #pragma once
 
-#include <nnx/framework/lazy_array.h>
-#include <nnx/framework/metadata.h>
-#include <nnx/framework/random.h>
+#include <nnx/framework/materialize.h>
+#include <nnx/sharding/metadata.h>
+#include <nnx/core/random.h>
 
 #include <functional>
 

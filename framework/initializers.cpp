@@ -1,6 +1,6 @@
 // jax.nn.initializers formulas over nnx::random's block samplers: values are computed in
 // float32 as JAX does, then cast to the requested dtype.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/framework/initializers.h>
 
 #include <ATen/ATen.h>

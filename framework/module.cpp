@@ -1,5 +1,5 @@
 // Module field walks, submodule iteration, training flags and shallow copies.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/framework/module.h>
 
 namespace nnx {

@@ -1,5 +1,5 @@
 // Rngs streams: keys as RngKey variables, counters as RngCount variables.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/framework/rngs.h>
 
 #include <torch/torch.h>

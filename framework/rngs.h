@@ -4,7 +4,7 @@
 #pragma once
 
 #include <nnx/framework/module.h>
-#include <nnx/framework/random.h>
+#include <nnx/core/random.h>
 
 #include <cstdint>
 #include <map>

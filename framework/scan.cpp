@@ -1,5 +1,5 @@
 // Slicing and stacking along the scanned dim.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/framework/scan.h>
 
 #include <torch/torch.h>

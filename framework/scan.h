@@ -5,7 +5,7 @@
 // Each step's slice keeps the stacked array's sharding on the remaining dims.
 #pragma once
 
-#include <nnx/framework/array.h>
+#include <nnx/sharding/array.h>
 
 #include <vector>
 

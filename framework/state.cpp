@@ -1,5 +1,5 @@
 // State container, listing and JSON.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/framework/state.h>
 
 #include <torch/torch.h>

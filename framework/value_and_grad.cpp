@@ -1,5 +1,5 @@
 // Gradient leaves: the selected variables' tensors, detached and requiring grad.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/framework/value_and_grad.h>
 
 #include <torch/torch.h>

@@ -1,10 +1,10 @@
 // Variable handles and kind names.
-#include <nnx/framework/error.h>
-#include <nnx/framework/lazy_array.h>
+#include <nnx/core/error.h>
+#include <nnx/framework/materialize.h>
 #include <nnx/framework/variable.h>
 #include <nnx/sharding/mesh_context.h>
 #include <nnx/sharding/redistribute.h>
-#include <nnx/sharding/state_sharding.h>
+#include <nnx/framework/state_sharding.h>
 
 #include <cxxabi.h>
 

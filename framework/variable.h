@@ -3,9 +3,9 @@
 //   struct LoRAParam : nnx::VariableKind<LoRAParam, nnx::Param> { using VariableKind::VariableKind; };
 #pragma once
 
-#include <nnx/framework/array.h>
-#include <nnx/framework/lazy_array.h>
-#include <nnx/framework/metadata.h>
+#include <nnx/sharding/array.h>
+#include <nnx/framework/materialize.h>
+#include <nnx/sharding/metadata.h>
 #include <nnx/framework/variable_type.h>
 
 #include <memory>

@@ -7,6 +7,7 @@
 #include <nnx/framework/initializers.h>
 #include <nnx/framework/module.h>
 #include <nnx/framework/rngs.h>
+#include <nnx/modules/linear_general.h>
 
 #include <optional>
 
@@ -23,20 +24,6 @@ struct AttentionOptions {
   Metadata qkv_bias_metadata = {};    // [heads, head_dim]
   Metadata out_kernel_metadata = {};  // [heads, head_dim, out]
   Metadata out_bias_metadata = {};    // [out]
-};
-
-// One projection of Flax's LinearGeneral kind: kernel [in dims..., out dims...], bias [out dims].
-class LinearGeneral : public Module {
- public:
-  LinearGeneral(Shape in_features, Shape out_features, Rngs& rngs, bool use_bias,
-                const AttentionOptions& options, const Metadata& kernel_metadata,
-                const Metadata& bias_metadata);
-  // x [..., in dims...] -> [..., out dims...].
-  Array operator()(const Array& x) const;
-
-  Param NNX_FIELD(kernel);
-  std::optional<Param> NNX_FIELD(bias);
-  int64_t in_dims = 1;
 };
 
 class MultiHeadAttention : public Module {

@@ -1,5 +1,5 @@
 // Batch normalization.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/modules/batch_norm.h>
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/redistribute.h>

@@ -1,5 +1,5 @@
 // Dropout layer.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/modules/dropout.h>
 #include <nnx/sharding/ops.h>
 

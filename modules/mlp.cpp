@@ -1,5 +1,5 @@
 // Multi-layer perceptron.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/modules/mlp.h>
 #include <nnx/sharding/ops.h>
 

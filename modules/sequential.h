@@ -4,7 +4,7 @@
 //   nnx::Sequential model{nnx::Linear(4, 8, rngs), nnx::relu, nnx::Linear(8, 2, rngs)};
 #pragma once
 
-#include <nnx/framework/array.h>
+#include <nnx/sharding/array.h>
 #include <nnx/framework/module.h>
 
 #include <functional>

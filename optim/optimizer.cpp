@@ -1,6 +1,6 @@
 // Optimizer steps: checks first (paths, meshes, shapes), then the transformation on each
 // parameter's state layout, then the updates added in place (all-gathered for ZeRO parameters).
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/framework/graph.h>
 #include <nnx/optim/optimizer.h>
 #include <nnx/optim/zero.h>
@@ -66,6 +66,7 @@ State Optimizer::transform_view(const State& params) const {
   size_t i = 0;
   for (const auto& [path, p] : params) {
     const auto& zero = slots_[i++].zero_spec;
+    RedistributeLabel label(path + " (parameter view for the optimizer)");
     // The parameter is replicated along the added axes: this is a local slice.
     out.add(path, zero ? detail::variable_like(p, redistribute(p.value(), *zero)) : p);
   }
@@ -119,6 +120,7 @@ void Optimizer::update(Module& model, State grads) {
     const Variable& g = grads.at(path);
     Array value = g.value();
     if (s.mesh) {
+      RedistributeLabel label(path + " (gradient into the optimizer's layout)");
       auto want = pad_spec(s.zero_spec ? *s.zero_spec : p.value().spec(), p.shape().size());
       if (value.spec() != want || !value.partial_axes().empty()) value = redistribute(value, want);
     }
@@ -129,7 +131,10 @@ void Optimizer::update(Module& model, State grads) {
   for (auto& [path, p] : params) {
     Array u = updates.at(path).value();
     // ZeRO: each replica updated its slice; all_gather the update to the parameter's layout.
-    if (slots_[i++].zero_spec) u = redistribute(u, p.value().spec());
+    if (slots_[i++].zero_spec) {
+      RedistributeLabel label(path + " (update into the parameter's layout)");
+      u = redistribute(u, p.value().spec());
+    }
     NNX_CHECK(u.local().sizes() == p.tensor().sizes(),
               "the update of '{}' has a local block of shape {}, the parameter {}", path,
               to_string(u.local().sizes().vec()), to_string(p.tensor().sizes().vec()));
@@ -178,6 +183,7 @@ void Optimizer::load_state(const State& source) {
   for (auto& [path, t] : targets) {
     const Array& from = source.at(path).value();
     const Array& to = t.value();
+    RedistributeLabel label(path + " (optimizer state loaded)");
     at::Tensor local;
     if (!to.mesh()) local = gather(from);
     else if (!from.mesh()) local = nnx::slice(from.local(), to.local_box());

@@ -1,5 +1,5 @@
 // Schedules.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/optim/schedule.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // Gradient transformations: local math on each parameter's block; only global_norm talks.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/optim/transform.h>
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/redistribute.h>

@@ -5,17 +5,10 @@
 // the update.
 #pragma once
 
-#include <nnx/framework/variable.h>
-
-#include <optional>
-#include <string>
+#include <nnx/framework/optimizer_spec.h>
 
 namespace nnx::optim {
 
-// The spec of `param`'s optimizer state: per dim, the parameter's axes then the axes of its
-// resolved optimizer_sharding (logical names through sharding_rules and the active scope) that
-// the parameter is not already split along. nullopt when that adds nothing (no
-// optimizer_sharding, no mesh, or already sharded so). Errors name `path` and the fix.
-std::optional<PartitionSpec> optimizer_spec(const std::string& path, const Variable& param);
+using nnx::optimizer_spec;  // defined with the framework: value_and_grad needs it too
 
 }  // namespace nnx::optim

@@ -1,5 +1,5 @@
 // The MPI engine of Communicator, and the debug-mode agreement check.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/sharding/communicator.h>
 #include <nnx/sharding/world.h>
 

@@ -4,7 +4,7 @@
 #include <torch/cuda.h>
 
 #ifdef NNX_WITH_CUDA
-#include <nnx/sharding/nccl/nccl_status.h>
+#include <nnx/sharding/detail/nccl/nccl_status.h>
 #endif
 
 namespace nnx {

@@ -1,5 +1,5 @@
 // Gradient reduction over replica axes, and the seeding of a loss's cotangent.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/sharding/gradient.h>
 
 #include <torch/torch.h>

@@ -1,9 +1,9 @@
 // The gradient reduction the framework inserts: a parameter replicated along mesh axes ends
-// the backward pass with a partial gradient there (DESIGN.md 3); summing over those axes gives
+// the backward pass with a partial gradient there (design.md §4); summing over those axes gives
 // the exact gradient, laid out as the parameter.
 #pragma once
 
-#include <nnx/framework/array.h>
+#include <nnx/sharding/array.h>
 
 #include <string>
 #include <vector>

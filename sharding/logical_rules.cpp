@@ -1,5 +1,5 @@
 // Scoped logical axis rules and their application to specs.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/sharding/logical_rules.h>
 
 #include <vector>

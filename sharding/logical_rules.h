@@ -3,7 +3,7 @@
 //   nnx::LogicalAxisRules rules({{"batch", "data"}, {"mlp", "model"}, {"embed", nnx::none}});
 #pragma once
 
-#include <nnx/framework/metadata.h>
+#include <nnx/sharding/metadata.h>
 #include <nnx/sharding/partition_spec.h>
 
 #include <initializer_list>

@@ -1,5 +1,5 @@
 // Mesh validation, rank/coordinate maps, and the sub-communicators of a bound mesh.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/sharding/mesh.h>
 
 #include <algorithm>

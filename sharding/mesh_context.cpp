@@ -1,5 +1,5 @@
 // The thread's mesh context.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/sharding/mesh_context.h>
 
 namespace nnx {

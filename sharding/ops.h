@@ -4,8 +4,8 @@
 // lies. Ops with no rule for the inputs at hand gather to Replicate and count a fallback.
 #pragma once
 
-#include <nnx/framework/array.h>
-#include <nnx/framework/random.h>
+#include <nnx/sharding/array.h>
+#include <nnx/core/random.h>
 
 #include <array>
 #include <optional>

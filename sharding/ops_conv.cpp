@@ -1,9 +1,9 @@
 // 2-d convolution on NHWC inputs and HWIO kernels (Flax's layout). Rule: the batch dim keeps
 // its axes (data parallel), output channels follow the kernel's out dim, and input channels
 // split the same way on both sides give a pending sum; spatial dims are gathered (a fallback).
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/sharding/ops.h>
-#include <nnx/sharding/ops_common.h>
+#include <nnx/sharding/detail/ops_common.h>
 
 #include <torch/torch.h>
 

@@ -1,10 +1,14 @@
 // Elementwise ops. Rule: operands take the output's layout on the dims they span (broadcast
 // dims whole); pending sums survive where the op is linear in that operand.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/sharding/ops.h>
-#include <nnx/sharding/ops_common.h>
+#include <nnx/sharding/redistribute.h>
+#include <nnx/sharding/detail/ops_common.h>
 
 #include <torch/torch.h>
+
+#include <optional>
+#include <source_location>
 
 namespace nnx {
 
@@ -81,6 +85,8 @@ Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* 
       partial_a = pa;
       break;
   }
+  std::optional<RedistributeLabel> label;
+  if (current_redistribute_label().empty()) label.emplace(op);
   Array la = relayout(a, operand_dims(a, shape, out), partial_a);
   Array lb = relayout(b, operand_dims(b, shape, out), partial_b);
   Axes partial = partial_a;
@@ -90,8 +96,11 @@ Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* 
 }
 
 // A unary op; `linear` ones (x * c) keep pending sums, others resolve them first.
-template <class Fn> Array unary(const Array& a, bool linear, Fn fn) {
-  Array x = linear ? a : resolved(a);
+// `op` (the calling op, by default) labels a redistribution in NNX_LOG_REDISTRIBUTE's log.
+template <class Fn>
+Array unary(const Array& a, bool linear, Fn fn,
+            std::source_location op = std::source_location::current()) {
+  Array x = linear ? a : resolved(a, op);
   if (!x.mesh()) return Array(fn(x.local()));
   return make_result(fn(x.local()), x.shape(), x.mesh(), dims_of(x), x.partial_axes());
 }

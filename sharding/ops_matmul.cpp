@@ -1,9 +1,9 @@
 // Contractions. Rule (per mesh axis, OneFlow/DTensor style): S(m)·R -> S(m), R·S(n) -> S(n),
 // S(k)·S(k) -> Partial, R·R -> R; batch dims follow a. A contraction dim split on one side only
 // is sliced on the other (no communication); conflicting axes are gathered on b.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/sharding/ops.h>
-#include <nnx/sharding/ops_common.h>
+#include <nnx/sharding/detail/ops_common.h>
 
 #include <torch/torch.h>
 

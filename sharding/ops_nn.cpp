@@ -1,9 +1,9 @@
 // Layers' math on Arrays: embedding lookup (vocab-parallel: a pending sum over the vocab axes),
 // norms over a whole last dim, dropout from the partitionable RNG, losses, attention with
 // heads split.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/sharding/ops.h>
-#include <nnx/sharding/ops_common.h>
+#include <nnx/sharding/detail/ops_common.h>
 
 #include <torch/torch.h>
 

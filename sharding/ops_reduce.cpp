@@ -1,8 +1,8 @@
 // Reductions and softmax. Rule: sum/mean reduce locally and leave a pending sum over the axes
 // of the reduced dims (no communication); max and softmax need their dim whole.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/sharding/ops.h>
-#include <nnx/sharding/ops_common.h>
+#include <nnx/sharding/detail/ops_common.h>
 
 #include <torch/torch.h>
 

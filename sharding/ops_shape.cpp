@@ -1,12 +1,14 @@
 // Shape ops. Rule for reshape: a split dim keeps its axes when it leads its group of merged or
 // split dims (its blocks stay contiguous); other split dims are gathered first, counted as a
 // fallback. transpose permutes the layout; concatenate needs its dim whole.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/sharding/ops.h>
-#include <nnx/sharding/ops_common.h>
+#include <nnx/sharding/detail/ops_common.h>
 #include <nnx/sharding/redistribute.h>
 
 #include <torch/torch.h>
+
+#include <optional>
 
 namespace nnx {
 
@@ -130,6 +132,8 @@ Array concatenate(const std::vector<Array>& arrays, int64_t dim) {
 Array with_sharding_constraint(const Array& x, const PartitionSpec& spec) {
   NNX_CHECK(x.mesh() != nullptr,
             "the array is on no mesh; place it with device_put");
+  std::optional<RedistributeLabel> label;
+  if (current_redistribute_label().empty()) label.emplace("with_sharding_constraint");
   return redistribute(x, spec);
 }
 

@@ -1,14 +1,15 @@
-// Redistribution plan: resolve pending sums (reduce_scatter or all_reduce), swap a dim's axis
-// to another dim (all_to_all), gather the minor axes a dim loses (all_gather), slice the axes
-// it gains (no communication), and mark new pending sums (kept on coordinate 0).
-#include <nnx/framework/error.h>
-#include <nnx/sharding/differentiable_collectives.h>
+// Running redistribution plans (redistribute_plan.h) on Arrays, and placing whole or per-process
+// data onto a mesh.
+#include <nnx/core/error.h>
+#include <nnx/sharding/detail/differentiable_collectives.h>
 #include <nnx/sharding/redistribute.h>
 #include <nnx/sharding/spec_check.h>
 
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
 
 namespace nnx {
 
@@ -19,36 +20,22 @@ RedistributeCounts& redistribute_counts() {
 
 namespace {
 
-using Axes = std::vector<std::string>;
+thread_local std::vector<std::string> labels;
 
-bool contains(const Axes& axes, const std::string& a) {
-  return std::find(axes.begin(), axes.end(), a) != axes.end();
+bool log_plans() {
+  static const bool on = [] {
+    const char* v = std::getenv("NNX_LOG_REDISTRIBUTE");
+    return v != nullptr && std::string(v) != "0" && std::string(v) != "";
+  }();
+  return on;
 }
-
-std::vector<Axes> axes_per_dim(const PartitionSpec& spec) {
-  std::vector<Axes> out;
-  for (const auto& e : spec.entries()) out.push_back(e.names());
-  return out;
-}
-
-PartitionSpec spec_of(const std::vector<Axes>& axes) {
-  std::vector<SpecEntry> entries;
-  for (const auto& a : axes) entries.push_back(SpecEntry(a));
-  return PartitionSpec(std::move(entries));
-}
-
-bool is_prefix(const Axes& prefix, const Axes& of) {
-  return prefix.size() <= of.size() && std::equal(prefix.begin(), prefix.end(), of.begin());
-}
-
-// The working layout while a plan runs.
-struct Layout {
-  at::Tensor local;
-  std::vector<Axes> dims;
-  Axes partial;
-};
 
 }  // namespace
+
+RedistributeLabel::RedistributeLabel(std::string label) { labels.push_back(std::move(label)); }
+RedistributeLabel::~RedistributeLabel() { labels.pop_back(); }
+
+std::string current_redistribute_label() { return labels.empty() ? "" : labels.back(); }
 
 Array device_put(const at::Tensor& full, const NamedSharding& sharding) {
   NNX_CHECK(sharding.mesh && sharding.mesh->is_bound(),
@@ -77,6 +64,8 @@ Array make_array_from_process_local_data(const NamedSharding& sharding, const at
 
 at::Tensor gather(const Array& x) {
   if (x.is_fully_replicated()) return x.local();
+  std::optional<RedistributeLabel> label;
+  if (current_redistribute_label().empty()) label.emplace("gather");
   return redistribute(x, PartitionSpec()).local();
 }
 
@@ -94,81 +83,54 @@ Array redistribute(const Array& x, const NamedSharding& target,
   const Mesh& mesh = *x.mesh();
   auto target_spec = pad_spec(target.spec, x.shape().size());
   check_spec(target_spec, x.shape(), mesh, "redistribute");
-  for (const auto& a : partial_axes)
-    NNX_CHECK(!contains(target_spec.axis_names(), a),
-              "axis '{}' cannot be both partial and sharding a dim in the target", a);
+  const RedistributePlan plan = plan_redistribute(x.spec(), x.partial_axes(), target_spec,
+                                                  partial_axes, x.shape().size());
+  if (log_plans() && !plan.steps.empty() && mesh.rank() == 0) {
+    const std::string label = current_redistribute_label();
+    fmt::print(stderr, "[nnx redistribute] {}{} {}: {}\n", label, label.empty() ? "" : ":",
+               to_string(x.shape()), plan.to_string());
+  }
+  return run_plan(x, plan);
+}
+
+Array run_plan(const Array& x, const RedistributePlan& plan) {
+  using K = RedistributeStep::Kind;
+  NNX_CHECK(x.mesh() != nullptr, "the array is on no mesh; use device_put to place it on one");
+  const Mesh& mesh = *x.mesh();
   auto& counts = redistribute_counts();
-  const auto want = axes_per_dim(target_spec);
-  Layout now{x.local(), axes_per_dim(x.spec()), x.partial_axes()};
-  auto coordinate = [&](const std::string& a) { return mesh.coordinate(a); };
-
-  // 1. Pending sums the target does not keep: reduce_scatter into a dim whose target axes are
-  //    its current ones followed by this axis (it splits this rank's block further); otherwise
-  //    all_reduce.
-  for (const auto& a : Axes(now.partial)) {
-    if (contains(partial_axes, a)) continue;
-    now.partial.erase(std::find(now.partial.begin(), now.partial.end(), a));
-    int64_t into = -1;
-    for (size_t d = 0; d < want.size(); ++d) {
-      Axes then = now.dims[d];
-      then.push_back(a);
-      if (want[d] == then) into = static_cast<int64_t>(d);
-    }
-    if (into >= 0) {
-      now.local = detail::reduce_scatter_ad(now.local, mesh.comm(a), into);
-      now.dims[into].push_back(a);
-      ++counts.reduce_scatter;
-    } else {
-      now.local = detail::all_reduce_ad(now.local, mesh.comm(a));
-      ++counts.all_reduce;
-    }
-  }
-
-  // 2. A dim split by one axis that another whole dim wants alone: all_to_all.
-  for (size_t d = 0; d < now.dims.size(); ++d) {
-    if (now.dims[d].size() != 1 || is_prefix(now.dims[d], want[d])) continue;
-    const auto a = now.dims[d][0];
-    for (size_t e = 0; e < want.size(); ++e) {
-      if (e == d || want[e] != Axes{a} || !now.dims[e].empty()) continue;
-      now.local = detail::all_to_all_ad(now.local, mesh.comm(a), e, d);
-      now.dims[d].clear();
-      now.dims[e] = {a};
-      ++counts.all_to_all;
-      break;
+  at::Tensor local = x.local();
+  for (const auto& step : plan.steps) {
+    const Communicator& comm = mesh.comm(step.axis);
+    switch (step.kind) {
+      case K::reduce_scatter:
+        local = detail::reduce_scatter_ad(local, comm, step.dim);
+        ++counts.reduce_scatter;
+        break;
+      case K::all_reduce:
+        local = detail::all_reduce_ad(local, comm);
+        ++counts.all_reduce;
+        break;
+      case K::all_to_all:  // split the dim that takes the axis, join the one that frees it
+        local = detail::all_to_all_ad(local, comm, step.to_dim, step.dim);
+        ++counts.all_to_all;
+        break;
+      case K::all_gather:
+        local = detail::all_gather_ad(local, comm, step.dim);
+        ++counts.all_gather;
+        break;
+      case K::slice: {
+        const int64_t size = local.size(step.dim) / mesh.axis_size(step.axis);
+        local = local.narrow(step.dim, mesh.coordinate(step.axis) * size, size);
+        ++counts.local_slice;
+        break;
+      }
+      case K::to_partial:  // the value stays on coordinate 0 of the axis, zeros elsewhere
+        if (mesh.coordinate(step.axis) != 0) local = local * 0;
+        ++counts.to_partial;
+        break;
     }
   }
-
-  // 3. Gather, most minor first, the axes a dim holds beyond its common prefix with the target.
-  for (size_t d = 0; d < now.dims.size(); ++d) {
-    size_t keep = 0;
-    while (keep < now.dims[d].size() && keep < want[d].size() && now.dims[d][keep] == want[d][keep])
-      ++keep;
-    while (now.dims[d].size() > keep) {
-      now.local = detail::all_gather_ad(now.local, mesh.comm(now.dims[d].back()), d);
-      now.dims[d].pop_back();
-      ++counts.all_gather;
-    }
-  }
-
-  // 4. Slice the axes a dim gains (the block of this process; its gradient is a partial sum).
-  for (size_t d = 0; d < want.size(); ++d)
-    for (size_t k = now.dims[d].size(); k < want[d].size(); ++k) {
-      const auto& a = want[d][k];
-      int64_t size = now.local.size(d) / mesh.axis_size(a);
-      now.local = now.local.narrow(d, coordinate(a) * size, size);
-      now.dims[d].push_back(a);
-      ++counts.local_slice;
-    }
-
-  // 5. New pending sums: the value stays on coordinate 0 of the axis, zeros elsewhere.
-  for (const auto& a : partial_axes) {
-    if (contains(now.partial, a)) continue;
-    if (coordinate(a) != 0) now.local = now.local * 0;
-    now.partial.push_back(a);
-    ++counts.to_partial;
-  }
-  return Array::from_local(now.local, x.shape(), NamedSharding{target.mesh, spec_of(now.dims)},
-                           now.partial);
+  return Array::from_local(local, x.shape(), NamedSharding{x.mesh(), plan.to}, plan.to_partial);
 }
 
 }  // namespace nnx

@@ -1,9 +1,10 @@
 // Moving Arrays between shardings: device_put from a whole tensor, arrays from each process's
 // own data, gathering to a whole tensor, and redistribute between any two shardings of a mesh
-// with the cheapest collectives. All are differentiable (DESIGN.md 3).
+// with the cheapest collectives. All are differentiable (design.md §4).
 #pragma once
 
-#include <nnx/framework/array.h>
+#include <nnx/sharding/array.h>
+#include <nnx/sharding/redistribute_plan.h>
 
 #include <string>
 #include <vector>
@@ -25,6 +26,21 @@ Array redistribute(const Array& x, const NamedSharding& target,
                    const std::vector<std::string>& partial_axes = {});
 Array redistribute(const Array& x, const PartitionSpec& spec,
                    const std::vector<std::string>& partial_axes = {});
+// Collective over x's mesh: runs `plan` (from plan_redistribute for x's layout) on x.
+Array run_plan(const Array& x, const RedistributePlan& plan);
+
+// Names the redistributions made while it lives (a variable's path, an op) in the log that
+// NNX_LOG_REDISTRIBUTE=1 prints on rank 0 of the mesh: "[nnx redistribute] LABEL: (8, 1024):
+// PartitionSpec('data', None) -> PartitionSpec(None, None): all_gather over 'data' on dim 0".
+// The innermost label wins.
+class RedistributeLabel {
+ public:
+  explicit RedistributeLabel(std::string label);
+  ~RedistributeLabel();
+  RedistributeLabel(const RedistributeLabel&) = delete;
+  RedistributeLabel& operator=(const RedistributeLabel&) = delete;
+};
+std::string current_redistribute_label();
 
 // How many of each step redistribute has run on this thread (for tests and benchmarks).
 struct RedistributeCounts {

@@ -1,6 +1,6 @@
 // shard_map's context, inputs/outputs, and the collectives of its bodies.
-#include <nnx/framework/error.h>
-#include <nnx/sharding/differentiable_collectives.h>
+#include <nnx/core/error.h>
+#include <nnx/sharding/detail/differentiable_collectives.h>
 #include <nnx/sharding/shard_map.h>
 #include <nnx/sharding/spec_check.h>
 

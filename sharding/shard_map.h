@@ -5,8 +5,8 @@
 //   nnx::Array y = f(x, w);  // Arrays are redistributed to in_specs; tensors are device_put
 #pragma once
 
-#include <nnx/framework/array.h>
-#include <nnx/framework/random.h>
+#include <nnx/sharding/array.h>
+#include <nnx/core/random.h>
 #include <nnx/sharding/redistribute.h>
 
 #include <ATen/core/Tensor.h>

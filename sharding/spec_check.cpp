@@ -1,5 +1,5 @@
 // PartitionSpec validation.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/sharding/spec_check.h>
 
 #include <set>

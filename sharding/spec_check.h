@@ -2,7 +2,7 @@
 // variable path (or array) and the fix.
 #pragma once
 
-#include <nnx/framework/shape.h>
+#include <nnx/core/shape.h>
 #include <nnx/sharding/mesh.h>
 #include <nnx/sharding/partition_spec.h>
 

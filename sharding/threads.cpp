@@ -1,7 +1,7 @@
 // Intra-op thread defaults (see threads.h).
 #include <nnx/sharding/threads.h>
 
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 
 #include <ATen/Parallel.h>
 #include <sched.h>

@@ -1,5 +1,5 @@
 // Text pictures of array layouts: one cell per distinct block, listing the ranks holding it.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/sharding/spec_check.h>
 #include <nnx/sharding/visualize.h>
 

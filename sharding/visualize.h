@@ -2,7 +2,7 @@
 // array, like jax.debug.visualize_array_sharding. No communication.
 #pragma once
 
-#include <nnx/framework/array.h>
+#include <nnx/sharding/array.h>
 
 #include <string>
 

@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <nnx/checkpoint/dtype.h>
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 
 using Catch::Matchers::Contains;
 using Catch::Matchers::Equals;

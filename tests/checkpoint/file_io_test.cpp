@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <nnx/checkpoint/file_io.h>
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 
 #include <filesystem>
 #include <utility>

@@ -4,7 +4,7 @@
 
 #include <nnx/checkpoint/file_io.h>
 #include <nnx/checkpoint/manifest.h>
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 
 #include <functional>
 

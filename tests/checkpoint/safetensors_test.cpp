@@ -4,7 +4,7 @@
 
 #include <nnx/checkpoint/crc32c.h>
 #include <nnx/checkpoint/safetensors.h>
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 
 #include <cstring>
 

@@ -2,7 +2,7 @@
 // large layouts stay bounded.
 #include <catch2/catch.hpp>
 
-#include <nnx/checkpoint/tiling.h>
+#include <nnx/checkpoint/detail/tiling.h>
 
 #include <random>
 

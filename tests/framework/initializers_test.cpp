@@ -1,6 +1,6 @@
 // Tests of nnx::initializers: JAX's formulas, fans, target variances, and blocks that equal the
 // same slice of the whole array for every initializer.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/framework/initializers.h>
 
 #include <ATen/ATen.h>

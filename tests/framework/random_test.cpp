@@ -1,7 +1,7 @@
 // Tests of nnx::random: threefry known answers, JAX's published keys and values, and blocks
 // that equal the same slice of the whole array for every sampler.
-#include <nnx/framework/error.h>
-#include <nnx/framework/random.h>
+#include <nnx/core/error.h>
+#include <nnx/core/random.h>
 
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>

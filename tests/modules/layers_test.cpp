@@ -30,6 +30,26 @@ TEST_CASE("Linear draws the kernel key then the bias key from rngs.params()") {
   CHECK(torch::allclose(layer(nnx::Array(x)).local(), x.matmul(kernel)));
 }
 
+TEST_CASE("LinearGeneral draws the flattened kernel, takes options and checks its input") {
+  nnx::Rngs rngs(0);
+  nnx::LinearGeneral layer({3}, {2, 4}, rngs, {.kernel_metadata = {.out_sharding = nnx::P()}});
+  // The initializer sees the [3, 8] matrix (fan_in 3), as Flax's LinearGeneral.
+  auto kernel = nnx::initializers::lecun_normal().full(jr::fold_in(jr::key(0), 0), {3, 8});
+  CHECK(torch::equal(layer.kernel.tensor(), kernel.reshape({3, 2, 4})));
+  CHECK(layer.kernel.metadata().out_sharding == nnx::P());
+  REQUIRE(layer.bias);
+  auto x = torch::randn({5, 3});
+  auto y = layer(nnx::Array(x)).local();
+  CHECK(y.sizes() == torch::IntArrayRef{5, 2, 4});
+  CHECK(torch::allclose(y, (x.matmul(kernel)).reshape({5, 2, 4}), 1e-6, 1e-6));
+  nnx::Rngs again(0);
+  nnx::LinearGeneral no_bias({3}, {2, 4}, again, {.use_bias = false});
+  CHECK_FALSE(no_bias.bias);
+  CHECK_THROWS_WITH(layer(nnx::Array(torch::randn({5, 4}))),
+                    Catch::Matchers::Contains("[LinearGeneral] input (5, 4) does not end with "
+                                              "the kernel's input dims (3,)"));
+}
+
 TEST_CASE("Embed uses variance_scaling(1, fan_in, normal, out_axis=0) and attend ties weights") {
   nnx::Rngs rngs(0);
   nnx::Embed embed(32, 8, rngs);

@@ -84,15 +84,20 @@ def flax_layers():
         "RMSNorm": nnx.RMSNorm(6, rngs=r()),
         "BatchNorm": nnx.BatchNorm(6, rngs=r()),
         "MultiHeadAttention": nnx.MultiHeadAttention(4, 16, decode=False, rngs=r()),
+        "LinearGeneral": nnx.LinearGeneral(16, (4, 4), rngs=r()),
         "LoRA": nnx.LoRA(8, 2, 12, rngs=r()),
         "LoRALinear": nnx.LoRALinear(8, 12, lora_rank=2, rngs=r()),
     }
 
 
-def run(cmd):
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+def run(cmd, **env_extra):
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               **env_extra)
     print("$ " + " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, timeout=RANK_TIMEOUT_S, env=env)
+    done = subprocess.run(cmd, check=True, timeout=RANK_TIMEOUT_S, env=env,
+                          stderr=subprocess.PIPE, text=True)
+    sys.stderr.write(done.stderr)
+    return done.stderr
 
 
 def compare_layers(nnx_doc):
@@ -160,6 +165,21 @@ def main():
         for flax_shape, expected in flax.items():
             compare_losses(f"nnx {ranks} rank(s) mesh {shape} vs Flax mesh {flax_shape}", got,
                            expected)
+
+    # The same run with NNX_LOG_REDISTRIBUTE=1: the plans are printed, the losses unchanged.
+    out = os.path.join(args.workdir, "losses_logged.json")
+    log = run([args.mpirun, "-np", "8", "--oversubscribe", args.values_bin, "dot_relu_dot", "2",
+               "4", out], NNX_LOG_REDISTRIBUTE="1")
+    plans = [line for line in log.splitlines() if line.startswith("[nnx redistribute] ")]
+    print("\n".join(plans[:12]))
+    with open(out) as f:
+        logged = json.load(f)["losses"]
+    with open(os.path.join(args.workdir, "losses_2x4.json")) as f:
+        check(logged == json.load(f)["losses"], "NNX_LOG_REDISTRIBUTE=1 leaves the losses unchanged")
+    check(len(plans) > 0 and all("PartitionSpec(" in line and " -> " in line for line in plans),
+          f"NNX_LOG_REDISTRIBUTE=1 printed {len(plans)} plan(s) on rank 0 for the guide")
+    check(any("all_reduce over 'model'" in line or "reduce_scatter over 'model'" in line
+              for line in plans), "the guide's second matmul leaves a sum over 'model' to resolve")
 
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0

@@ -58,6 +58,8 @@ nlohmann::json layers() {
   add("BatchNorm", [](nnx::Rngs& r) { return nnx::state(nnx::BatchNorm(6, r)); });
   add("MultiHeadAttention",
       [](nnx::Rngs& r) { return nnx::state(nnx::MultiHeadAttention(4, 16, r)); });
+  add("LinearGeneral",
+      [](nnx::Rngs& r) { return nnx::state(nnx::LinearGeneral({16}, {4, 4}, r)); });
   add("LoRA", [](nnx::Rngs& r) { return nnx::state(nnx::LoRA(8, 2, 12, r)); });
   add("LoRALinear", [](nnx::Rngs& r) { return nnx::state(nnx::LoRALinear(8, 12, 2, r)); });
   return doc;

@@ -4,7 +4,7 @@
 #include <nnx/nnx.h>
 
 #ifdef NNX_WITH_CUDA
-#include <nnx/sharding/nccl/nccl_status.h>
+#include <nnx/sharding/detail/nccl/nccl_status.h>
 #endif
 
 #include <torch/torch.h>

@@ -1,6 +1,6 @@
 // Helpers for the op tests: the meshes a case runs on, the layouts of an array on a mesh, inputs
 // placed as leaves (pending sums included), and check_op, which compares an nnx op with LibTorch
-// autograd on the whole float64 tensors, forward and backward (DESIGN.md 3).
+// autograd on the whole float64 tensors, forward and backward (design.md §4).
 #pragma once
 
 #include "sharding_test_util.h"

@@ -1,5 +1,5 @@
 // Helpers for multi-rank sharding tests: meshes per world size, every spec of a 2-d array on a
-// 2-d mesh, and the cotangent seeding / gradient reading of DESIGN.md 3.
+// 2-d mesh, and the cotangent seeding / gradient reading of design.md §4.
 #pragma once
 
 #include <nnx/nnx.h>

@@ -1,7 +1,7 @@
 // libFuzzer target: parse_manifest on arbitrary bytes. nnx::Error is the expected way to reject
 // input; any other exception, crash or sanitizer report is a finding.
 #include <nnx/checkpoint/manifest.h>
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 
 #include <cstddef>
 #include <cstdint>

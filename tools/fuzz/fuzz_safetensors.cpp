@@ -1,7 +1,7 @@
 // libFuzzer target: the input is a whole safetensors file, split and validated in memory as
 // read_safetensors_header does. Anything but an nnx::Error is a finding.
 #include <nnx/checkpoint/safetensors.h>
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 
 #include <cstddef>
 #include <cstdint>

@@ -7,12 +7,13 @@ seconds=${1:-20}
 build=$(mkdir -p "${2:-$root/build/fuzz}" && cd "${2:-$root/build/fuzz}" && pwd)
 mkdir -p "$build/inc/nnx"
 ln -sfn "$root/checkpoint" "$build/inc/nnx/checkpoint"
-ln -sfn "$root/framework" "$build/inc/nnx/framework"
+ln -sfn "$root/core" "$build/inc/nnx/core"
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -I"$build/inc")
 # The torch-free format layer only (checkpoint/ also holds the torch-based save and restore).
-sources=("$root/framework/error.cpp")
-for f in crc32c dtype file_io parse_util safetensors tiling manifest; do
+sources=("$root/core/error.cpp" "$root/checkpoint/detail/parse_util.cpp"
+         "$root/checkpoint/detail/tiling.cpp")
+for f in crc32c dtype file_io safetensors manifest; do
   sources+=("$root/checkpoint/$f.cpp")
 done
 status=0

@@ -1,7 +1,7 @@
 // Array construction, placements and blocks.
-#include <nnx/framework/array.h>
-#include <nnx/framework/lazy_array.h>
-#include <nnx/framework/error.h>
+#include <nnx/sharding/array.h>
+#include <nnx/sharding/lazy_array.h>
+#include <nnx/core/error.h>
 #include <nnx/sharding/spec_check.h>
 
 #include <torch/torch.h>

@@ -1,9 +1,9 @@
 // Computing each process's blocks of lazily initialized variables.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/framework/graph.h>
 #include <nnx/sharding/redistribute.h>
-#include <nnx/sharding/sharded_init.h>
-#include <nnx/sharding/state_sharding.h>
+#include <nnx/framework/sharded_init.h>
+#include <nnx/framework/state_sharding.h>
 
 namespace nnx {
 

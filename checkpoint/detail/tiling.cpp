@@ -1,6 +1,6 @@
 // Overlap search: an O(n^2) pairwise check, and a grid of the distinct block boundaries per dim
 // where each block marks the cells it covers (O(cells + n log n)).
-#include <nnx/checkpoint/tiling.h>
+#include <nnx/checkpoint/detail/tiling.h>
 
 #include <algorithm>
 

@@ -2,7 +2,7 @@
 // return any block of an array equal to the same slice of the whole (JAX's partitionable mode).
 #pragma once
 
-#include <nnx/framework/shape.h>
+#include <nnx/core/shape.h>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>

@@ -1,25 +1,9 @@
-// LazyArray: an array described by shape, dtype and a block generator, with its metadata.
-// Variables materialize it: the whole array, only the local block under a MeshContext, or no
-// storage at all inside eval_shape (the abstract array keeps the LazyArray for later).
+// materialize: the Array a variable holds for a LazyArray: the whole array, only the local block
+// under a MeshContext, or no storage at all inside eval_shape (the abstract array keeps the
+// LazyArray for later).
 #pragma once
 
-#include <nnx/framework/metadata.h>
-#include <nnx/framework/shape.h>
-
-#include <ATen/core/Tensor.h>
-
-#include <functional>
-
-namespace nnx {
-
-struct LazyArray {
-  Shape shape;
-  at::ScalarType dtype = at::kFloat;
-  std::function<at::Tensor(const Box&)> block;  // values of one block of the global array
-  Metadata metadata;
-};
-
-}  // namespace nnx
+#include <nnx/sharding/lazy_array.h>
 
 namespace nnx {
 

@@ -1,10 +1,10 @@
 // Materializing lazily initialized arrays (on the mesh context's mesh when one is active), and
 // the abstract mode eval_shape turns on.
-#include <nnx/framework/array.h>
-#include <nnx/framework/error.h>
-#include <nnx/framework/lazy_array.h>
+#include <nnx/sharding/array.h>
+#include <nnx/core/error.h>
+#include <nnx/framework/materialize.h>
 #include <nnx/sharding/mesh_context.h>
-#include <nnx/sharding/sharded_init.h>
+#include <nnx/framework/sharded_init.h>
 
 namespace nnx {
 

@@ -1,5 +1,5 @@
 // Autograd functions of the collectives; backward runs the transpose on the same group.
-#include <nnx/sharding/differentiable_collectives.h>
+#include <nnx/sharding/detail/differentiable_collectives.h>
 
 #include <torch/torch.h>
 

@@ -1,5 +1,5 @@
 // Bounded JSON parsing and typed field access for the checkpoint parsers.
-#include <nnx/checkpoint/parse_util.h>
+#include <nnx/checkpoint/detail/parse_util.h>
 
 #include <algorithm>
 #include <cstdint>

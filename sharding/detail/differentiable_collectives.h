@@ -1,4 +1,4 @@
-// Collectives as autograd functions, each with its transpose (DESIGN.md 3):
+// Collectives as autograd functions, each with its transpose (design.md §4):
 // all_gather <-> reduce_scatter, all_reduce <-> all_reduce, all_to_all <-> its inverse,
 // permute <-> the inverse permutation. A group of one is the identity.
 #pragma once

@@ -1,5 +1,5 @@
 // Error raising shared by NNX_CHECK and NNX_FAIL.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 
 namespace nnx::detail {
 

@@ -1,7 +1,7 @@
 // NCCL error reporting and version queries (see nccl_status.h).
-#include <nnx/sharding/nccl/nccl_status.h>
+#include <nnx/sharding/detail/nccl/nccl_status.h>
 
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 
 #include <nccl.h>
 

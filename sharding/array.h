@@ -4,7 +4,7 @@
 // wrapper over the whole tensor. An abstract Array (eval_shape) has shape and dtype only.
 #pragma once
 
-#include <nnx/framework/shape.h>
+#include <nnx/core/shape.h>
 #include <nnx/sharding/named_sharding.h>
 
 #include <ATen/core/Tensor.h>

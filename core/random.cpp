@@ -1,7 +1,7 @@
 // Threefry keys and the block-wise samplers: each element's value depends only on the key and
 // its global linear index, so a block is computed without the rest of the array.
-#include <nnx/framework/error.h>
-#include <nnx/framework/random.h>
+#include <nnx/core/error.h>
+#include <nnx/core/random.h>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -151,26 +151,26 @@ at::Tensor sample_block(const Shape& shape, const Box& box, at::ScalarType dtype
 
 const float kSqrt2 = static_cast<float>(std::sqrt(2.0));
 
-}  // namespace
-
-at::Tensor bits(const Key& key, const Shape& shape, const std::optional<Box>& block) {
-  const Box box = resolve_block(shape, block, "bits");
+// Raw bits of each element of the block as int64, from bits_at(key, global index).
+template <class BitsAt>
+at::Tensor raw_bits(const Key& key, const Shape& shape, const std::optional<Box>& block,
+                    const char* who, BitsAt bits_at) {
+  const Box box = resolve_block(shape, block, who);
   at::Tensor out = empty_block(box, at::kLong);
   int64_t* data = out.data_ptr<int64_t>();
   for_each_element(shape, box, [&](int64_t offset, uint64_t index) {
-    data[offset] = static_cast<int64_t>(bits32_at(key, index));
+    data[offset] = static_cast<int64_t>(bits_at(key, index));
   });
   return out;
 }
+}  // namespace
+
+at::Tensor bits(const Key& key, const Shape& shape, const std::optional<Box>& block) {
+  return raw_bits(key, shape, block, "bits", bits32_at);
+}
 
 at::Tensor bits64(const Key& key, const Shape& shape, const std::optional<Box>& block) {
-  const Box box = resolve_block(shape, block, "bits64");
-  at::Tensor out = empty_block(box, at::kLong);
-  int64_t* data = out.data_ptr<int64_t>();
-  for_each_element(shape, box, [&](int64_t offset, uint64_t index) {
-    data[offset] = static_cast<int64_t>(bits64_at(key, index));
-  });
-  return out;
+  return raw_bits(key, shape, block, "bits64", bits64_at);
 }
 
 at::Tensor uniform(const Key& key, const Shape& shape, double minval, double maxval,

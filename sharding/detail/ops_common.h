@@ -2,7 +2,9 @@
 // through redistribute, and building outputs.
 #pragma once
 
-#include <nnx/framework/array.h>
+#include <source_location>
+
+#include <nnx/sharding/array.h>
 
 #include <memory>
 #include <string>
@@ -19,9 +21,11 @@ std::shared_ptr<const Mesh> common_mesh(const std::vector<const Array*>& arrays,
 Array on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh);
 DimAxes dims_of(const Array& a);
 // `a` laid out as dims/partial (redistributes only when different).
-Array relayout(const Array& a, const DimAxes& dims, const Axes& partial);
+// `op` (the caller, by default) labels the redistribution in NNX_LOG_REDISTRIBUTE's log.
+Array relayout(const Array& a, const DimAxes& dims, const Axes& partial,
+               std::source_location op = std::source_location::current());
 // The same layout without pending sums (all_reduce where needed).
-Array resolved(const Array& a);
+Array resolved(const Array& a, std::source_location op = std::source_location::current());
 Array make_result(at::Tensor local, Shape shape, const std::shared_ptr<const Mesh>& mesh,
                   const DimAxes& dims, const Axes& partial);
 int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op);

@@ -2,7 +2,7 @@
 // with errors naming the file and the entry, and close-name suggestions for failed lookups.
 #pragma once
 
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 
 #include <nlohmann/json.hpp>
 

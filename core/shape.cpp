@@ -1,6 +1,6 @@
 // Shape and Box helpers.
-#include <nnx/framework/error.h>
-#include <nnx/framework/shape.h>
+#include <nnx/core/error.h>
+#include <nnx/core/shape.h>
 
 namespace nnx {
 

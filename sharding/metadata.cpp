@@ -1,6 +1,6 @@
 // Metadata merging and JSON/text forms.
-#include <nnx/framework/error.h>
-#include <nnx/framework/metadata.h>
+#include <nnx/core/error.h>
+#include <nnx/sharding/metadata.h>
 
 namespace nnx {
 

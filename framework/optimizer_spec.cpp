@@ -1,12 +1,12 @@
 // Resolving optimizer_sharding into the layout of a parameter's optimizer state.
-#include <nnx/framework/error.h>
-#include <nnx/optim/zero.h>
+#include <nnx/core/error.h>
+#include <nnx/framework/optimizer_spec.h>
 #include <nnx/sharding/spec_check.h>
-#include <nnx/sharding/state_sharding.h>
+#include <nnx/framework/state_sharding.h>
 
 #include <algorithm>
 
-namespace nnx::optim {
+namespace nnx {
 
 std::optional<PartitionSpec> optimizer_spec(const std::string& path, const Variable& param) {
   const Metadata& md = param.metadata();
@@ -41,4 +41,4 @@ std::optional<PartitionSpec> optimizer_spec(const std::string& path, const Varia
   return spec;
 }
 
-}  // namespace nnx::optim
+}  // namespace nnx

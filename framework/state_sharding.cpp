@@ -1,8 +1,8 @@
 // Resolving the specs of a State's variables.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/sharding/logical_rules.h>
 #include <nnx/sharding/spec_check.h>
-#include <nnx/sharding/state_sharding.h>
+#include <nnx/framework/state_sharding.h>
 
 namespace nnx {
 

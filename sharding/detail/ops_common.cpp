@@ -1,10 +1,12 @@
 // Op rule machinery.
-#include <nnx/framework/error.h>
+#include <nnx/core/error.h>
 #include <nnx/sharding/ops.h>
-#include <nnx/sharding/ops_common.h>
+#include <nnx/sharding/detail/ops_common.h>
 #include <nnx/sharding/redistribute.h>
 
 #include <algorithm>
+#include <optional>
+#include <string>
 
 namespace nnx {
 
@@ -40,7 +42,19 @@ DimAxes dims_of(const Array& a) {
   return out;
 }
 
-Array relayout(const Array& a, const DimAxes& dims, const Axes& partial) {
+namespace {
+// "matmul" from "nnx::Array nnx::matmul(const nnx::Array&, const nnx::Array&)".
+std::string function_name(const std::source_location& where) {
+  std::string name = where.function_name();
+  name = name.substr(0, name.find('('));
+  if (auto space = name.rfind(' '); space != std::string::npos) name = name.substr(space + 1);
+  if (auto colon = name.rfind("::"); colon != std::string::npos) name = name.substr(colon + 2);
+  return name;
+}
+}  // namespace
+
+Array relayout(const Array& a, const DimAxes& dims, const Axes& partial,
+               std::source_location op) {
   if (!a.mesh()) return a;
   Axes have = a.partial_axes(), want = partial;
   std::sort(have.begin(), have.end());
@@ -48,12 +62,14 @@ Array relayout(const Array& a, const DimAxes& dims, const Axes& partial) {
   if (dims_of(a) == dims && have == want) return a;
   std::vector<SpecEntry> entries;
   for (const auto& d : dims) entries.push_back(SpecEntry(d));
+  std::optional<RedistributeLabel> label;
+  if (current_redistribute_label().empty()) label.emplace(function_name(op));
   return redistribute(a, PartitionSpec(std::move(entries)), partial);
 }
 
-Array resolved(const Array& a) {
+Array resolved(const Array& a, std::source_location op) {
   if (a.partial_axes().empty()) return a;
-  return relayout(a, dims_of(a), {});
+  return relayout(a, dims_of(a), {}, op);
 }
 
 Array make_result(at::Tensor local, Shape shape, const std::shared_ptr<const Mesh>& mesh,

@@ -1,10 +1,10 @@
-// Sharded initialization (DESIGN.md 4): each process computes only its own block of each
+// Sharded initialization (design.md §5): each process computes only its own block of each
 // variable, straight from the partitionable RNG, so values are the same on every mesh.
 //   auto model = nnx::eval_shape([&] { return Model(rngs); });   // no storage
 //   nnx::materialize(model, mesh);                               // local blocks only
 #pragma once
 
-#include <nnx/framework/lazy_array.h>
+#include <nnx/framework/materialize.h>
 #include <nnx/framework/module.h>
 #include <nnx/framework/state.h>
 #include <nnx/sharding/mesh.h>
