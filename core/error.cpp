@@ -8,3 +8,13 @@ void throw_error(const char* function, const std::string& message) {
 }
 
 }  // namespace nnx::detail
+
+namespace nnx {
+
+std::string indented_list(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += "\n  " + item;
+  return out;
+}
+
+}  // namespace nnx

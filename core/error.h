@@ -7,6 +7,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace nnx {
 
@@ -15,6 +16,9 @@ class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// Each item on its own indented line ("\n  item"), for errors that list every problem.
+std::string indented_list(const std::vector<std::string>& items);
 
 namespace detail {
 [[noreturn]] void throw_error(const char* function, const std::string& message);

@@ -29,4 +29,12 @@ void check_box_inside(const Box& box, const Shape& shape, const char* who) {
                                          to_string(shape)));
 }
 
+int64_t normalize_dim(int64_t dim, int64_t ndim, const char* who) {
+  const int64_t d = dim < 0 ? dim + ndim : dim;
+  if (d < 0 || d >= ndim)
+    detail::throw_error(who,
+                        fmt::format("dim {} is out of range for an array of rank {}", dim, ndim));
+  return d;
+}
+
 }  // namespace nnx

@@ -23,6 +23,9 @@ struct Box {
 int64_t numel(const Shape& shape);
 std::string to_string(const Shape& shape);  // "(2, 3)"
 
+// dim in [-ndim, ndim) as an index in [0, ndim); otherwise an error from `who`.
+int64_t normalize_dim(int64_t dim, int64_t ndim, const char* who);
+
 // Throws unless box lies inside shape (same rank, 0 <= start, start + size <= dim).
 void check_box_inside(const Box& box, const Shape& shape, const char* who);
 

@@ -25,9 +25,7 @@ namespace detail {
 
 namespace {
 
-using Axes = std::vector<std::string>;
 
-bool reduced_in_float(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
 
 }  // namespace
 
@@ -128,7 +126,7 @@ struct GradientReducer::Impl {
       std::vector<at::Tensor> flat;
       for (size_t m : b.members) flat.push_back(leaves[m].grad.reshape(-1));
       b.buffer = torch::cat(flat);
-      if (reduced_in_float(b.buffer.scalar_type())) b.buffer = b.buffer.to(at::kFloat);
+      if (detail::reduced_in_float(b.buffer.scalar_type())) b.buffer = b.buffer.to(at::kFloat);
       b.op = b.comm->all_reduce_async_(b.buffer);
       ++counts.all_reduce_buckets;
     } else {
@@ -142,7 +140,7 @@ struct GradientReducer::Impl {
       std::vector<at::Tensor> stacked_rows;
       for (auto& r : rows) stacked_rows.push_back(torch::cat(r));
       b.buffer = torch::stack(stacked_rows);
-      if (reduced_in_float(b.buffer.scalar_type())) b.buffer = b.buffer.to(at::kFloat);
+      if (detail::reduced_in_float(b.buffer.scalar_type())) b.buffer = b.buffer.to(at::kFloat);
       b.out = torch::empty({b.buffer.size(1)}, b.buffer.options());
       b.op = b.comm->reduce_scatter_async(b.buffer, b.out);
       ++counts.reduce_scatter_buckets;

@@ -89,12 +89,6 @@ std::string value_text(const Variable& v) {
   return fmt::format("{}{}", dtype_name(v.dtype()), to_string(v.shape()));
 }
 
-std::string error_list(const std::vector<std::string>& errors) {
-  std::string out;
-  for (const auto& e : errors) out += "\n  " + e;
-  return out;
-}
-
 }  // namespace
 
 GraphDefBase::GraphDefBase(const Module& module, ModuleCopier copy)
@@ -197,7 +191,7 @@ std::unique_ptr<Module> merge_states(const GraphDefBase& graphdef,
   if (!errors.empty())
     throw_error("merge", fmt::format("the States do not fit the GraphDef of {} ({} problem(s)):{}",
                                      graphdef.skeleton().type_name(), errors.size(),
-                                     error_list(errors)));
+                                     indented_list(errors)));
   return merged;
 }
 
@@ -232,7 +226,7 @@ void update_states(Module& module, const std::vector<const State*>& states) {
     }
   if (!errors.empty())
     throw_error("update", fmt::format("nothing was updated: {} problem(s):{}", errors.size(),
-                                      error_list(errors)));
+                                      indented_list(errors)));
   torch::NoGradGuard no_grad;
   for (auto [target, source] : writes) {
     if (target->same_as(*source)) continue;

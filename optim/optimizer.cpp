@@ -22,12 +22,6 @@ bool same_mesh(const std::shared_ptr<const Mesh>& a, const std::shared_ptr<const
   return a == b || (a && b && *a == *b);
 }
 
-std::string problem_list(const std::vector<std::string>& problems) {
-  std::string out;
-  for (const auto& p : problems) out += "\n  " + p;
-  return out;
-}
-
 // The paths of `want` missing from `have` and those of `have` not in `want`.
 std::pair<std::vector<std::string>, std::vector<std::string>> path_difference(
     const std::vector<std::string>& want, const State& have) {
@@ -104,7 +98,7 @@ void Optimizer::check_update(const State& params, const State& grads) const {
                                      to_string(g.shape()), to_string(p.shape())));
   }
   NNX_CHECK(problems.empty(), "nothing was updated: {} problem(s):{}", problems.size(),
-            problem_list(problems));
+            indented_list(problems));
 }
 
 void Optimizer::update(Module& model, State grads) {
@@ -178,7 +172,7 @@ void Optimizer::load_state(const State& source) {
       problems.push_back(
           fmt::format("'{}': not a variable of this optimizer (unknown path)", path));
   NNX_CHECK(problems.empty(), "nothing was loaded: {} problem(s):{}", problems.size(),
-            problem_list(problems));
+            indented_list(problems));
   torch::NoGradGuard no_grad;
   for (auto& [path, t] : targets) {
     const Array& from = source.at(path).value();

@@ -1,5 +1,6 @@
 // The MPI engine of Communicator, and the debug-mode agreement check.
 #include <nnx/core/error.h>
+#include <nnx/core/shape.h>
 #include <nnx/sharding/communicator.h>
 #include <nnx/sharding/world.h>
 
@@ -81,14 +82,6 @@ MPI_Op mpi_op(ReduceOp op) {
   return MPI_SUM;
 }
 
-bool reduced_in_float(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
-
-int64_t normalize_dim(int64_t dim, int64_t ndim, const char* who) {
-  int64_t d = dim < 0 ? dim + ndim : dim;
-  if (d < 0 || d >= ndim)
-    detail::throw_error(who, fmt::format("dim {} is out of range for a tensor of rank {}", dim, ndim));
-  return d;
-}
 
 // Debug mode: all members must call the same collective on the same dtype and shape.
 void agree(const detail::CommImpl& c, const char* op, const at::Tensor& t, int64_t extra) {
@@ -176,7 +169,7 @@ void Communicator::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
   check_cpu(tensor, "all_reduce");
   agree(*impl_, "all_reduce", tensor, static_cast<int64_t>(op));
   if (impl_->size == 1) return;
-  at::Tensor buffer = reduced_in_float(tensor.scalar_type())
+  at::Tensor buffer = detail::reduced_in_float(tensor.scalar_type())
                           ? tensor.to(at::kFloat).contiguous()
                           : tensor.contiguous();
   check(MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), count_of(buffer.numel(), "all_reduce"),
@@ -211,7 +204,8 @@ at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) c
             impl_->size);
   agree(*impl_, "reduce_scatter", tensor, dim);
   if (impl_->size == 1) return tensor;
-  at::Tensor input = reduced_in_float(tensor.scalar_type()) ? tensor.to(at::kFloat) : tensor;
+  at::Tensor input =
+      detail::reduced_in_float(tensor.scalar_type()) ? tensor.to(at::kFloat) : tensor;
   // Chunks along dim 0 of a contiguous tensor already lie in member order (no copy).
   at::Tensor stacked;
   if (dim == 0 && input.is_contiguous()) {
@@ -344,7 +338,7 @@ void PendingCollective::wait() {
 
 PendingCollective Communicator::all_reduce_async_(const at::Tensor& buffer, ReduceOp op) const {
   check_cpu(buffer, "all_reduce_async_");
-  NNX_CHECK(buffer.is_contiguous() && !reduced_in_float(buffer.scalar_type()),
+  NNX_CHECK(buffer.is_contiguous() && !detail::reduced_in_float(buffer.scalar_type()),
             "needs a contiguous buffer of a type MPI reduces (not {})",
             c10::toString(buffer.scalar_type()));
   agree(*impl_, "all_reduce_async_", buffer, static_cast<int64_t>(op));
@@ -365,7 +359,7 @@ PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
   NNX_CHECK(stacked.is_contiguous() && out.is_contiguous() && stacked.dim() >= 1 &&
                 stacked.size(0) == impl_->size && stacked.numel() == out.numel() * impl_->size &&
                 stacked.scalar_type() == out.scalar_type() &&
-                !reduced_in_float(out.scalar_type()),
+                !detail::reduced_in_float(out.scalar_type()),
             "needs contiguous [{}, n...] and [n...] buffers of one type MPI reduces; got {} ({}) "
             "and {} ({})",
             impl_->size, c10::toString(stacked.scalar_type()), fmt::join(stacked.sizes(), ", "),

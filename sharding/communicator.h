@@ -15,6 +15,11 @@ namespace nnx {
 enum class ReduceOp { sum, max, min };
 
 namespace detail {
+// Collectives reduce half and bfloat16 in float32 (sums of many halves lose too much).
+inline bool reduced_in_float(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
+}  // namespace detail
+
+namespace detail {
 struct CommImpl;
 struct PendingImpl;
 }  // namespace detail

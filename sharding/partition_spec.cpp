@@ -1,6 +1,8 @@
 // PartitionSpec text forms.
 #include <nnx/sharding/partition_spec.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -29,6 +31,10 @@ std::string PartitionSpec::to_string() const {
   std::vector<std::string> parts;
   for (const auto& e : entries_) parts.push_back(e.to_string());
   return fmt::format("PartitionSpec({})", fmt::join(parts, ", "));
+}
+
+bool contains(const Axes& axes, const std::string& axis) {
+  return std::find(axes.begin(), axes.end(), axis) != axes.end();
 }
 
 }  // namespace nnx

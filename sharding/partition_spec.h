@@ -34,6 +34,10 @@ class SpecEntry {
   std::vector<std::string> names_;
 };
 
+// Mesh axis names, e.g. the axes one dim is split over, major first.
+using Axes = std::vector<std::string>;
+bool contains(const Axes& axes, const std::string& axis);
+
 class PartitionSpec {
  public:
   PartitionSpec() = default;

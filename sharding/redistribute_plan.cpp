@@ -11,12 +11,6 @@ namespace nnx {
 
 namespace {
 
-using Axes = std::vector<std::string>;
-
-bool contains(const Axes& axes, const std::string& a) {
-  return std::find(axes.begin(), axes.end(), a) != axes.end();
-}
-
 std::vector<Axes> axes_per_dim(const PartitionSpec& spec, size_t rank) {
   std::vector<Axes> out;
   const PartitionSpec padded = pad_spec(spec, rank);

@@ -81,17 +81,6 @@ Array make_result(at::Tensor local, Shape shape, const std::shared_ptr<const Mes
                            NamedSharding{mesh, PartitionSpec(std::move(entries))}, partial);
 }
 
-int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op) {
-  int64_t d = dim < 0 ? dim + ndim : dim;
-  if (d < 0 || d >= ndim)
-    throw_error(op, fmt::format("dim {} is out of range for an array of rank {}", dim, ndim));
-  return d;
-}
-
-bool contains(const Axes& axes, const std::string& axis) {
-  return std::find(axes.begin(), axes.end(), axis) != axes.end();
-}
-
 Axes without(const Axes& axes, const Axes& remove) {
   Axes out;
   for (const auto& a : axes)

@@ -12,7 +12,6 @@
 
 namespace nnx::detail {
 
-using Axes = std::vector<std::string>;
 using DimAxes = std::vector<Axes>;  // mesh axes per dim, major first
 
 // The mesh the inputs share (null when none has one); two different meshes are an error.
@@ -28,8 +27,6 @@ Array relayout(const Array& a, const DimAxes& dims, const Axes& partial,
 Array resolved(const Array& a, std::source_location op = std::source_location::current());
 Array make_result(at::Tensor local, Shape shape, const std::shared_ptr<const Mesh>& mesh,
                   const DimAxes& dims, const Axes& partial);
-int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op);
-bool contains(const Axes& axes, const std::string& axis);
 Axes without(const Axes& axes, const Axes& remove);
 Axes used_axes(const DimAxes& dims);
 std::string shape_str(const Array& a);
