@@ -50,6 +50,19 @@ TEST_CASE("LinearGeneral draws the flattened kernel, takes options and checks it
                                               "the kernel's input dims (3,)"));
 }
 
+TEST_CASE("LoRALinear's adapter is LoRAParam and attention draws eight keys") {
+  // Values are compared with Flax itself by tests/peers (flax_peer); these are the structure.
+  nnx::Rngs rngs(0);
+  nnx::LoRALinear layer(3, 4, 2, rngs);
+  CHECK(nnx::state(layer).paths() ==
+        std::vector<std::string>{"kernel", "bias", "lora.lora_a", "lora.lora_b"});
+  CHECK(nnx::state(layer, nnx::OfType<nnx::LoRAParam>).size() == 2);
+  nnx::Rngs attention_rngs(0);
+  nnx::MultiHeadAttention mha(2, 4, attention_rngs);
+  CHECK(mha.out.kernel.shape() == nnx::Shape{2, 2, 4});
+  CHECK(attention_rngs.stream("default").counter() == 8);
+}
+
 TEST_CASE("Embed uses variance_scaling(1, fan_in, normal, out_axis=0) and attend ties weights") {
   nnx::Rngs rngs(0);
   nnx::Embed embed(32, 8, rngs);

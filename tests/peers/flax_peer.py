@@ -73,6 +73,10 @@ def flax_guide_losses(mesh_shape):
         return [float(train_step(model, optimizer, x, y)) for _ in range(5)]
 
 
+def sequential(rngs):
+    return nnx.Sequential(nnx.Linear(4, 3, rngs=rngs), nnx.relu, nnx.Linear(3, 4, rngs=rngs))
+
+
 def flax_layers():
     """Flax's twins of the layers flax_peer_values builds, each with Rngs(0)."""
     r = lambda: nnx.Rngs(0)  # noqa: E731
@@ -85,6 +89,7 @@ def flax_layers():
         "BatchNorm": nnx.BatchNorm(6, rngs=r()),
         "MultiHeadAttention": nnx.MultiHeadAttention(4, 16, decode=False, rngs=r()),
         "LinearGeneral": nnx.LinearGeneral(16, (4, 4), rngs=r()),
+        "Sequential": sequential(r()),
         "LoRA": nnx.LoRA(8, 2, 12, rngs=r()),
         "LoRALinear": nnx.LoRALinear(8, 12, lora_rank=2, rngs=r()),
     }

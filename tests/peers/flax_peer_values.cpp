@@ -60,6 +60,9 @@ nlohmann::json layers() {
       [](nnx::Rngs& r) { return nnx::state(nnx::MultiHeadAttention(4, 16, r)); });
   add("LinearGeneral",
       [](nnx::Rngs& r) { return nnx::state(nnx::LinearGeneral({16}, {4, 4}, r)); });
+  add("Sequential", [](nnx::Rngs& r) {  // layers draw their keys left to right
+    return nnx::state(nnx::Sequential{nnx::Linear(4, 3, r), nnx::relu, nnx::Linear(3, 4, r)});
+  });
   add("LoRA", [](nnx::Rngs& r) { return nnx::state(nnx::LoRA(8, 2, 12, r)); });
   add("LoRALinear", [](nnx::Rngs& r) { return nnx::state(nnx::LoRALinear(8, 12, 2, r)); });
   return doc;
