@@ -113,6 +113,9 @@ TEST_CASE("the nnx-ckpt command lists, verifies, exports and imports") {
   CHECK_THAT(run(tool + " ls " + dir.sub("i")).second, Contains("layer.kernel"));
   // Wrong use: a usage message and status 2; a damaged checkpoint: status 1.
   CHECK(run(tool + " frobnicate").first == 2);
+  auto [help_status, help] = run(tool + " --help");
+  CHECK(help_status == 0);
+  CHECK_THAT(help, Contains("nnx-ckpt verify DIR") && !Contains("unknown command"));
   CHECK(run(tool + " import a b --rename nothing").first == 2);
   CHECK(run(tool + " verify " + dir.sub("missing")).first == 1);
 }

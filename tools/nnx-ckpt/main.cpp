@@ -3,6 +3,7 @@
 //   nnx-ckpt verify DIR                  every file and checksum; exit status 1 on a problem
 //   nnx-ckpt export DIR OUT.safetensors  whole tensors in one plain safetensors file
 //   nnx-ckpt import IN.safetensors DIR [--rename FROM=TO]...   a plain file as a checkpoint
+//   nnx-ckpt --help                      this list, on standard output, status 0
 #include <nnx/checkpoint/inspect.h>
 
 #include <fmt/format.h>
@@ -18,7 +19,12 @@ constexpr const char* kUsage =
     "usage: nnx-ckpt ls DIR\n"
     "       nnx-ckpt verify DIR\n"
     "       nnx-ckpt export DIR OUT.safetensors\n"
-    "       nnx-ckpt import IN.safetensors DIR [--rename FROM=TO]...\n";
+    "       nnx-ckpt import IN.safetensors DIR [--rename FROM=TO]...\n"
+    "       nnx-ckpt --help\n"
+    "  ls      paths, kinds, dtypes, global shapes, specs and sizes\n"
+    "  verify  every file, header and checksum; status 1 on a problem\n"
+    "  export  whole tensors in one plain safetensors file\n"
+    "  import  a plain safetensors file as a checkpoint of whole arrays\n";
 
 int usage(const std::string& problem) {
   fmt::print(stderr, "nnx-ckpt: {}\n{}", problem, kUsage);
@@ -29,6 +35,10 @@ int run(const std::vector<std::string>& args) {
   namespace ckpt = nnx::checkpoint;
   if (args.empty()) return usage("no command");
   const std::string& command = args[0];
+  if ((command == "--help" || command == "-h" || command == "help") && args.size() == 1) {
+    fmt::print("{}", kUsage);
+    return 0;
+  }
   if (command == "ls" && args.size() == 2) {
     fmt::print("{}", ckpt::describe(args[1]));
     return 0;
