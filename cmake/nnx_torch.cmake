@@ -1,24 +1,11 @@
 # Finds LibTorch 2.x in the project's Python environment (tools/install-deps.sh makes it), or in
 # the interpreter named by NNX_PYTHON, through torch.utils.cmake_prefix_path; no flags needed.
 
-# The environment install-deps creates: $NNX_VENV, else the cache folder keyed by the hash of
-# tools/python/requirements.txt (tools/python/venv-path.sh computes the same path).
+# The environment install-deps creates, where tools/python/venv-path.sh says it lives.
 function(nnx_default_python out)
-  if(DEFINED ENV{NNX_VENV})
-    set(venv $ENV{NNX_VENV})
-  else()
-    file(SHA256 ${CMAKE_SOURCE_DIR}/tools/python/requirements.txt hash)
-    string(SUBSTRING ${hash} 0 16 hash)
-    if(DEFINED ENV{NNX_CACHE_DIR})
-      set(cache $ENV{NNX_CACHE_DIR})
-    elseif(DEFINED ENV{XDG_CACHE_HOME})
-      set(cache $ENV{XDG_CACHE_HOME}/nnx)
-    else()
-      set(cache $ENV{HOME}/.cache/nnx)
-    endif()
-    set(venv ${cache}/venv-${hash})
-  endif()
-  if(EXISTS ${venv}/.nnx-complete)
+  execute_process(COMMAND ${CMAKE_SOURCE_DIR}/tools/python/venv-path.sh
+                  OUTPUT_VARIABLE venv OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE status)
+  if(status EQUAL 0 AND EXISTS ${venv}/.nnx-complete)
     set(${out} ${venv}/bin/python PARENT_SCOPE)
   else()
     set(${out} "" PARENT_SCOPE)

@@ -251,14 +251,17 @@ State GradientReducer::finish() {
   for (auto& leaf : s.leaves) {
     const Variable& v = *leaf.variable;
     const auto& mesh = v.value().mesh();
-    RedistributeLabel label(leaf.path + " (gradient)");
-    Array g = !leaf.zero_spec ? v.value().with_local(leaf.grad)
-              : leaf.bucket >= 0
-                  ? Array::from_local(leaf.grad, v.shape(), {mesh, *leaf.zero_spec})
-                  // A layout no bucket takes: the pending sum, redistributed on its own.
-                  : redistribute(Array::from_local(leaf.grad, v.shape(), {mesh, v.value().spec()},
-                                                   leaf.replicas),
-                                 *leaf.zero_spec);
+    Array g;
+    if (!leaf.zero_spec) {
+      g = v.value().with_local(leaf.grad);
+    } else if (leaf.bucket >= 0) {
+      g = Array::from_local(leaf.grad, v.shape(), {mesh, *leaf.zero_spec});
+    } else {  // a layout no bucket takes: the pending sum, redistributed on its own
+      RedistributeLabel label(leaf.path + " (gradient)");
+      g = redistribute(
+          Array::from_local(leaf.grad, v.shape(), {mesh, v.value().spec()}, leaf.replicas),
+          *leaf.zero_spec);
+    }
     grads.add(leaf.path, variable_like(v, g));
   }
   return grads;

@@ -60,9 +60,13 @@ State Optimizer::transform_view(const State& params) const {
   size_t i = 0;
   for (const auto& [path, p] : params) {
     const auto& zero = slots_[i++].zero_spec;
+    if (!zero) {
+      out.add(path, p);
+      continue;
+    }
     RedistributeLabel label(path + " (parameter view for the optimizer)");
     // The parameter is replicated along the added axes: this is a local slice.
-    out.add(path, zero ? detail::variable_like(p, redistribute(p.value(), *zero)) : p);
+    out.add(path, detail::variable_like(p, redistribute(p.value(), *zero)));
   }
   return out;
 }
@@ -114,9 +118,11 @@ void Optimizer::update(Module& model, State grads) {
     const Variable& g = grads.at(path);
     Array value = g.value();
     if (s.mesh) {
-      RedistributeLabel label(path + " (gradient into the optimizer's layout)");
       auto want = pad_spec(s.zero_spec ? *s.zero_spec : p.value().spec(), p.shape().size());
-      if (value.spec() != want || !value.partial_axes().empty()) value = redistribute(value, want);
+      if (value.spec() != want || !value.partial_axes().empty()) {
+        RedistributeLabel label(path + " (gradient into the optimizer's layout)");
+        value = redistribute(value, want);
+      }
     }
     updates.add(path, detail::variable_like(g, value));
   }

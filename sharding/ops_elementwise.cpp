@@ -7,7 +7,6 @@
 
 #include <torch/torch.h>
 
-#include <optional>
 #include <source_location>
 
 namespace nnx {
@@ -85,8 +84,7 @@ Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* 
       partial_a = pa;
       break;
   }
-  std::optional<RedistributeLabel> label;
-  if (current_redistribute_label().empty()) label.emplace(op);
+  auto label = RedistributeLabel::fallback(op);
   Array la = relayout(a, operand_dims(a, shape, out), partial_a);
   Array lb = relayout(b, operand_dims(b, shape, out), partial_b);
   Axes partial = partial_a;

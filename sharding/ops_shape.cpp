@@ -8,8 +8,6 @@
 
 #include <torch/torch.h>
 
-#include <optional>
-
 namespace nnx {
 
 using namespace detail;
@@ -132,8 +130,7 @@ Array concatenate(const std::vector<Array>& arrays, int64_t dim) {
 Array with_sharding_constraint(const Array& x, const PartitionSpec& spec) {
   NNX_CHECK(x.mesh() != nullptr,
             "the array is on no mesh; place it with device_put");
-  std::optional<RedistributeLabel> label;
-  if (current_redistribute_label().empty()) label.emplace("with_sharding_constraint");
+  auto label = RedistributeLabel::fallback("with_sharding_constraint");
   return redistribute(x, spec);
 }
 

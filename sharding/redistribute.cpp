@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <optional>
 
 namespace nnx {
 
@@ -21,6 +20,17 @@ RedistributeCounts& redistribute_counts() {
 namespace {
 
 thread_local std::vector<std::string> labels;
+thread_local const char* fallback_op = nullptr;
+
+// "matmul" from "nnx::Array nnx::matmul(const nnx::Array&, const nnx::Array&)"; a plain name
+// stays as it is.
+std::string short_function_name(const char* signature) {
+  std::string name = signature;
+  name = name.substr(0, name.find('('));
+  if (auto space = name.rfind(' '); space != std::string::npos) name = name.substr(space + 1);
+  if (auto colon = name.rfind("::"); colon != std::string::npos) name = name.substr(colon + 2);
+  return name;
+}
 
 bool log_plans() {
   static const bool on = [] {
@@ -32,10 +42,25 @@ bool log_plans() {
 
 }  // namespace
 
-RedistributeLabel::RedistributeLabel(std::string label) { labels.push_back(std::move(label)); }
-RedistributeLabel::~RedistributeLabel() { labels.pop_back(); }
+RedistributeLabel::RedistributeLabel(std::string label) : named_(true), previous_op_(fallback_op) {
+  labels.push_back(std::move(label));
+}
 
-std::string current_redistribute_label() { return labels.empty() ? "" : labels.back(); }
+RedistributeLabel::RedistributeLabel(const char* op) : named_(false), previous_op_(fallback_op) {
+  if (fallback_op == nullptr) fallback_op = op;  // the outermost op names its helpers' work
+}
+
+RedistributeLabel RedistributeLabel::fallback(const char* op) { return RedistributeLabel(op); }
+
+RedistributeLabel::~RedistributeLabel() {
+  if (named_) labels.pop_back();
+  fallback_op = previous_op_;
+}
+
+std::string current_redistribute_label() {
+  if (!labels.empty()) return labels.back();
+  return fallback_op ? short_function_name(fallback_op) : "";
+}
 
 Array device_put(const at::Tensor& full, const NamedSharding& sharding) {
   NNX_CHECK(sharding.mesh && sharding.mesh->is_bound(),
@@ -64,8 +89,7 @@ Array make_array_from_process_local_data(const NamedSharding& sharding, const at
 
 at::Tensor gather(const Array& x) {
   if (x.is_fully_replicated()) return x.local();
-  std::optional<RedistributeLabel> label;
-  if (current_redistribute_label().empty()) label.emplace("gather");
+  auto label = RedistributeLabel::fallback("gather");
   return redistribute(x, PartitionSpec()).local();
 }
 

@@ -36,9 +36,17 @@ Array run_plan(const Array& x, const RedistributePlan& plan);
 class RedistributeLabel {
  public:
   explicit RedistributeLabel(std::string label);
+  // An op's name (or a function signature, shortened when printed), used only where no caller
+  // named the redistribution and no outer op did; allocation-free, for ops' hot paths.
+  static RedistributeLabel fallback(const char* op);
   ~RedistributeLabel();
   RedistributeLabel(const RedistributeLabel&) = delete;
   RedistributeLabel& operator=(const RedistributeLabel&) = delete;
+
+ private:
+  explicit RedistributeLabel(const char* op);
+  bool named_;               // pushed a name, not a fallback
+  const char* previous_op_;  // the fallback this one replaced
 };
 std::string current_redistribute_label();
 

@@ -5,7 +5,6 @@
 #include <nnx/sharding/redistribute.h>
 
 #include <algorithm>
-#include <optional>
 #include <string>
 
 namespace nnx {
@@ -42,17 +41,6 @@ DimAxes dims_of(const Array& a) {
   return out;
 }
 
-namespace {
-// "matmul" from "nnx::Array nnx::matmul(const nnx::Array&, const nnx::Array&)".
-std::string function_name(const std::source_location& where) {
-  std::string name = where.function_name();
-  name = name.substr(0, name.find('('));
-  if (auto space = name.rfind(' '); space != std::string::npos) name = name.substr(space + 1);
-  if (auto colon = name.rfind("::"); colon != std::string::npos) name = name.substr(colon + 2);
-  return name;
-}
-}  // namespace
-
 Array relayout(const Array& a, const DimAxes& dims, const Axes& partial,
                std::source_location op) {
   if (!a.mesh()) return a;
@@ -62,8 +50,7 @@ Array relayout(const Array& a, const DimAxes& dims, const Axes& partial,
   if (dims_of(a) == dims && have == want) return a;
   std::vector<SpecEntry> entries;
   for (const auto& d : dims) entries.push_back(SpecEntry(d));
-  std::optional<RedistributeLabel> label;
-  if (current_redistribute_label().empty()) label.emplace(function_name(op));
+  auto label = RedistributeLabel::fallback(op.function_name());
   return redistribute(a, PartitionSpec(std::move(entries)), partial);
 }
 

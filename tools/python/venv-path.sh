@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prints where the project's Python environment lives: $NNX_VENV if set, else a cache folder
-# keyed by the hash of tools/python/requirements.txt (CMake computes the same path).
+# keyed by the hash of tools/python/requirements.txt (install-deps and CMake both ask here).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 if [ -n "${NNX_VENV:-}" ]; then echo "$NNX_VENV"; exit 0; fi
