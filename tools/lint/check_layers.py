@@ -7,7 +7,7 @@ Layers, lowest first (docs/design.md explains them):
   core        errors, shapes, JAX-compatible random numbers
   sharding    meshes, specs, communicators, sharded arrays and their ops, redistribution
   framework   variables, modules, graph/state, rngs, initializers, transforms, value_and_grad
-  modules, optim, checkpoint   (side by side: none includes another)
+  modules, optim, checkpoint, data, metrics   (side by side: none includes another)
   tools, examples, tests       (may include anything)
 Within a folder, detail/ headers are internal: only the same folder (or tests) includes them.
 """
@@ -15,7 +15,8 @@ import pathlib
 import re
 import sys
 
-LAYER = {"core": 0, "sharding": 1, "framework": 2, "modules": 3, "optim": 3, "checkpoint": 3}
+LAYER = {"core": 0, "sharding": 1, "framework": 2, "modules": 3, "optim": 3, "checkpoint": 3,
+         "data": 3, "metrics": 3}
 TOP = {"tools", "examples", "tests"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*<nnx/([a-z_]+)/([^>]+)>')
 

@@ -1,0 +1,37 @@
+// Accuracy: the comparison runs on each process's block (the class dim made whole first), and
+// the per-example hits are averaged like any sharded values.
+#include <nnx/metrics/accuracy.h>
+
+#include <nnx/core/error.h>
+#include <nnx/metrics/detail/reduce.h>
+#include <nnx/sharding/redistribute.h>
+
+#include <ATen/ATen.h>
+
+namespace nnx::metrics {
+
+void Accuracy::update(const MetricInputs& inputs) {
+  Array logits = detail::input(inputs, "logits", "Accuracy");
+  Array labels = detail::input(inputs, "labels", "Accuracy");
+  const int64_t class_dims = threshold_ ? 0 : 1;
+  NNX_CHECK(logits.ndim() == labels.ndim() + class_dims,
+            "Accuracy: {} expects logits with {} dim(s) more than the labels, got logits {} and "
+            "labels {}", threshold_ ? "binary classification" : "multi-class classification",
+            class_dims, to_string(logits.shape()), to_string(labels.shape()));
+  NNX_CHECK(!at::isFloatingType(labels.dtype()) && !at::isComplexType(labels.dtype()),
+            "Accuracy: labels must be integers, got {}", dtype_name(labels.dtype()));
+  if (logits.mesh()) {
+    // Each process compares whole rows: the class dim unsplit, labels laid out as the rows.
+    std::vector<SpecEntry> entries(logits.spec().entries());
+    if (class_dims) entries.back() = none;
+    logits = redistribute(logits, PartitionSpec(entries));
+    if (class_dims) entries.pop_back();
+    labels = redistribute(labels, NamedSharding{logits.mesh(), PartitionSpec(entries)});
+  }
+  at::Tensor hits = threshold_ ? (logits.local() >= *threshold_).eq(labels.local() > 0)
+                               : logits.local().argmax(-1).eq(labels.local());
+  Array correct = labels.with_local(hits.to(at::kDouble));
+  average_.update_values(correct, detail::mask_of(inputs));
+}
+
+}  // namespace nnx::metrics
