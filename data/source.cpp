@@ -26,6 +26,39 @@ at::Tensor TensorSource::read(const std::vector<int64_t>& indices) const {
   return rows_.index_select(0, index);
 }
 
+namespace {
+class SliceSource : public Source {
+ public:
+  SliceSource(std::shared_ptr<const Source> source, int64_t begin, int64_t end)
+      : source_(std::move(source)), begin_(begin), end_(end) {}
+  int64_t size() const override { return end_ - begin_; }
+  std::vector<int64_t> record_shape() const override { return source_->record_shape(); }
+  at::ScalarType dtype() const override { return source_->dtype(); }
+  at::Tensor read(const std::vector<int64_t>& indices) const override {
+    detail::check_indices(*this, indices);
+    std::vector<int64_t> shifted(indices);
+    for (auto& i : shifted) i += begin_;
+    return source_->read(shifted);
+  }
+  std::string name() const override {
+    return fmt::format("{}[{}:{}]", source_->name(), begin_, end_);
+  }
+
+ private:
+  std::shared_ptr<const Source> source_;
+  int64_t begin_, end_;
+};
+}  // namespace
+
+std::shared_ptr<const Source> slice(std::shared_ptr<const Source> source, int64_t begin,
+                                    int64_t end) {
+  NNX_CHECK(source != nullptr, "slice of a null source");
+  NNX_CHECK(0 <= begin && begin <= end && end <= source->size(),
+            "{}: the slice [{}, {}) does not fit its {} records", source->name(), begin, end,
+            source->size());
+  return std::make_shared<SliceSource>(std::move(source), begin, end);
+}
+
 namespace detail {
 void check_indices(const Source& source, const std::vector<int64_t>& indices) {
   for (int64_t i : indices)

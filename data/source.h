@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ class TensorSource : public Source {
   at::Tensor rows_;
   std::string name_;
 };
+
+// Records [begin, end) of `source`, as a source of their own (a subset, a validation split).
+std::shared_ptr<const Source> slice(std::shared_ptr<const Source> source, int64_t begin,
+                                    int64_t end);
 
 namespace detail {
 // Errors unless every index lies in [0, source.size()).

@@ -31,7 +31,7 @@ void Accuracy::update(const MetricInputs& inputs) {
   at::Tensor hits = threshold_ ? (logits.local() >= *threshold_).eq(labels.local() > 0)
                                : logits.local().argmax(-1).eq(labels.local());
   Array correct = labels.with_local(hits.to(at::kDouble));
-  average_.update_values(correct, detail::mask_of(inputs));
+  update_values(correct, detail::mask_of(inputs));
 }
 
 }  // namespace nnx::metrics

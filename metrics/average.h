@@ -22,6 +22,11 @@ class Average : public Metric {
   std::map<std::string, double> results() const override { return {{"", compute()}}; }
   std::unique_ptr<Metric> clone() const override { return std::make_unique<Average>(*this); }
 
+ protected:
+  std::vector<std::pair<std::string, double*>> accumulators() override {
+    return {{"total", &total_}, {"count", &count_}};
+  }
+
  private:
   std::string argname_;
   double total_ = 0;

@@ -31,6 +31,13 @@ std::map<std::string, double> MultiMetric::compute() const {
   return out;
 }
 
+std::vector<std::pair<std::string, double*>> MultiMetric::accumulators() {
+  std::vector<std::pair<std::string, double*>> out;
+  for (auto& e : metrics_)
+    for (auto& [name, value] : e.metric->accumulators()) out.emplace_back(e.name + "." + name, value);
+  return out;
+}
+
 Metric& MultiMetric::operator[](const std::string& name) {
   for (auto& e : metrics_)
     if (e.name == name) return *e.metric;

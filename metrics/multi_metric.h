@@ -40,6 +40,10 @@ class MultiMetric : public Metric {
   // The metric called `name`.
   Metric& operator[](const std::string& name);
 
+ protected:
+  // Each metric's accumulators under its name: "loss.total", "accuracy.count".
+  std::vector<std::pair<std::string, double*>> accumulators() override;
+
  private:
   std::vector<Entry> metrics_;
 };

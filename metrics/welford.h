@@ -25,6 +25,11 @@ class Welford : public Metric {
   std::map<std::string, double> results() const override;
   std::unique_ptr<Metric> clone() const override { return std::make_unique<Welford>(*this); }
 
+ protected:
+  std::vector<std::pair<std::string, double*>> accumulators() override {
+    return {{"count", &count_}, {"mean", &mean_}, {"m2", &m2_}};
+  }
+
  private:
   std::string argname_;
   double count_ = 0;

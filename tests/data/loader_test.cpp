@@ -126,6 +126,17 @@ TEST_CASE("a loader state from another batch size or dataset is refused, changin
   CHECK_THROWS_WITH(a.load_state(missing), Contains("the loader state has no 'position'"));
 }
 
+TEST_CASE("a slice of a source reads its own range of records") {
+  auto table = std::make_shared<TensorSource>(features(10), "table");
+  auto middle = nnx::data::slice(table, 2, 6);
+  CHECK(middle->size() == 4);
+  CHECK(torch::equal(middle->read({0, 3}), rows_of(features(10), {2, 5})));
+  CHECK(middle->name() == "table[2:6]");
+  CHECK_THROWS_WITH(middle->read({4}), Contains("table[2:6]: record 4 is out of range [0, 4)"));
+  CHECK_THROWS_WITH(nnx::data::slice(table, 5, 11),
+                    Contains("table: the slice [5, 11) does not fit its 10 records"));
+}
+
 TEST_CASE("sources of different lengths and bad options are errors naming them") {
   CHECK_THROWS_WITH(DataLoader({{"x", std::make_shared<TensorSource>(features(10), "images")},
                                 {"y", std::make_shared<TensorSource>(torch::arange(9), "labels")}},

@@ -90,6 +90,26 @@ TEST_CASE("MultiMetric updates each metric with the inputs it takes") {
                     Contains("the name 'a' is used twice"));
 }
 
+TEST_CASE("a metric's state restores its accumulators, refusing a state that lacks one") {
+  metrics::MultiMetric all({{"loss", metrics::Average("loss")}, {"spread", metrics::Welford("loss")}});
+  all.update({{"loss", array({0.5, 1.5, 4.0})}});
+  nnx::State saved = all.state();
+  CHECK(saved.paths() == std::vector<std::string>{"loss.total", "loss.count", "spread.count",
+                                                  "spread.mean", "spread.m2"});
+  CHECK(saved.at("loss.count").is<metrics::MetricState>());
+  metrics::MultiMetric restored({{"loss", metrics::Average("loss")}, {"spread", metrics::Welford("loss")}});
+  restored.load_state(saved);
+  CHECK(restored.compute() == all.compute());
+  restored.update({{"loss", array({2.0})}});
+  all.update({{"loss", array({2.0})}});
+  CHECK(restored.compute() == all.compute());
+  metrics::Average other("loss");
+  other.update({{"loss", array({9.0})}});
+  CHECK_THROWS_WITH(other.load_state(metrics::Welford().state()),
+                    Contains("the metric state has no 'total'"));
+  CHECK(other.compute() == 9.0);
+}
+
 TEST_CASE("metrics of sharded inputs equal the one-device metrics on every layout", "[ranks4]") {
   auto mesh = nnx::make_mesh({2, 2}, {"data", "model"});
   torch::manual_seed(0);  // the same values on every rank
