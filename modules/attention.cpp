@@ -16,7 +16,7 @@ int64_t checked_head_dim(int64_t num_heads, int64_t qkv) {
 // The options of one of the four projections.
 LinearGeneralOptions projection(const AttentionOptions& o, const Metadata& kernel_metadata,
                                 const Metadata& bias_metadata) {
-  return {.use_bias = o.use_bias, .param_dtype = o.param_dtype, .kernel_init = o.kernel_init,
+  return {.use_bias = o.use_bias, .dtype = o.dtype, .param_dtype = o.param_dtype, .kernel_init = o.kernel_init,
           .bias_init = o.bias_init, .kernel_metadata = kernel_metadata,
           .bias_metadata = bias_metadata};
 }

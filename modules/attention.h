@@ -17,6 +17,8 @@ struct AttentionOptions {
   std::optional<int64_t> qkv_features;  // default in_features
   std::optional<int64_t> out_features;  // default in_features
   bool use_bias = true;
+  // Compute dtype (Flax's `dtype`): inputs and parameters are cast to it; none computes in theirs.
+  std::optional<at::ScalarType> dtype;
   at::ScalarType param_dtype = at::kFloat;
   Initializer kernel_init = initializers::lecun_normal();
   Initializer bias_init = initializers::zeros();

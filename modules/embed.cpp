@@ -1,5 +1,6 @@
 // Embedding table.
 #include <nnx/modules/embed.h>
+#include <nnx/sharding/astype.h>
 #include <nnx/sharding/ops.h>
 
 namespace nnx {
@@ -7,12 +8,15 @@ namespace nnx {
 Embed::Embed(int64_t num_embeddings, int64_t features, Rngs& rngs, EmbedOptions options)
     : embedding(options.embedding_init(rngs.params(), {num_embeddings, features},
                                        options.param_dtype),
-                options.embedding_metadata) {}
+                options.embedding_metadata),
+      dtype(options.dtype) {}
 
-Array Embed::operator()(const Array& ids) const { return embedding_lookup(embedding.value(), ids); }
+Array Embed::operator()(const Array& ids) const {
+  return embedding_lookup(astype(embedding.value(), dtype), ids);
+}
 
 Array Embed::attend(const Array& query) const {
-  return matmul(query, transpose(embedding.value(), 0, 1));
+  return matmul(astype(query, dtype), transpose(astype(embedding.value(), dtype), 0, 1));
 }
 
 }  // namespace nnx

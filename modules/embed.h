@@ -6,9 +6,13 @@
 #include <nnx/framework/module.h>
 #include <nnx/framework/rngs.h>
 
+#include <optional>
+
 namespace nnx {
 
 struct EmbedOptions {
+  // Compute dtype (Flax's `dtype`): inputs and parameters are cast to it; none computes in theirs.
+  std::optional<at::ScalarType> dtype;
   at::ScalarType param_dtype = at::kFloat;
   Initializer embedding_init = initializers::variance_scaling(
       1.0, initializers::FanMode::fan_in, initializers::Distribution::normal, {.out_axis = {0}});
@@ -25,6 +29,7 @@ class Embed : public Module {
   Array attend(const Array& query) const;
 
   Param NNX_FIELD(embedding);
+  std::optional<at::ScalarType> dtype;
 };
 
 }  // namespace nnx

@@ -12,6 +12,8 @@ namespace nnx {
 
 struct LinearOptions {
   bool use_bias = true;
+  // Compute dtype (Flax's `dtype`): inputs and parameters are cast to it; none computes in theirs.
+  std::optional<at::ScalarType> dtype;
   at::ScalarType param_dtype = at::kFloat;
   Initializer kernel_init = initializers::lecun_normal();
   Initializer bias_init = initializers::zeros();
@@ -27,6 +29,7 @@ class Linear : public Module {
 
   Param NNX_FIELD(kernel);
   std::optional<Param> NNX_FIELD(bias);
+  std::optional<at::ScalarType> dtype;
 };
 
 }  // namespace nnx

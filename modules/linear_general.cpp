@@ -1,6 +1,7 @@
 // LinearGeneral: one matmul over the flattened trailing axes.
 #include <nnx/core/error.h>
 #include <nnx/modules/linear_general.h>
+#include <nnx/sharding/astype.h>
 #include <nnx/sharding/ops.h>
 
 namespace nnx {
@@ -17,7 +18,8 @@ LinearGeneral::LinearGeneral(Shape in_features, Shape out_features, Rngs& rngs,
     : kernel(as_matrix(options.kernel_init, in_features.size())(
                  rngs.params(), concat(in_features, out_features), options.param_dtype),
              options.kernel_metadata),
-      in_dims(static_cast<int64_t>(in_features.size())) {
+      in_dims(static_cast<int64_t>(in_features.size())),
+      dtype(options.dtype) {
   if (options.use_bias)
     bias = Param(as_matrix(options.bias_init, 0)(rngs.params(), out_features, options.param_dtype),
                  options.bias_metadata);
@@ -37,9 +39,9 @@ Array LinearGeneral::operator()(const Array& x) const {
   Shape out_shape = concat(lead, Shape(k.begin() + in_dims, k.end()));
   Shape flat_x = lead;
   flat_x.push_back(in);
-  Array y = matmul(reshape(x, flat_x), reshape(kernel.value(), {in, out}));
+  Array y = matmul(reshape(astype(x, dtype), flat_x), reshape(astype(kernel.value(), dtype), {in, out}));
   y = reshape(y, out_shape);
-  return bias ? y + bias->value() : y;
+  return bias ? y + astype(bias->value(), dtype) : y;
 }
 
 }  // namespace nnx

@@ -22,6 +22,7 @@ class LinearGeneral : public Module {
   Param NNX_FIELD(kernel);
   std::optional<Param> NNX_FIELD(bias);
   int64_t in_dims = 1;
+  std::optional<at::ScalarType> dtype;
 };
 
 }  // namespace nnx

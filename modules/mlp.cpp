@@ -20,6 +20,7 @@ MLP::MLP(std::vector<int64_t> features, Rngs& rngs, MLPOptions options)
     layers.emplace_back(
         features[i], features[i + 1], rngs,
         LinearOptions{.use_bias = options.use_bias,
+                      .dtype = options.dtype,
                       .param_dtype = options.param_dtype,
                       .kernel_init = options.kernel_init,
                       .bias_init = options.bias_init,

@@ -17,6 +17,8 @@ namespace nnx {
 struct MLPOptions {
   std::function<Array(const Array&)> activation = [](const Array& x) { return relu(x); };
   bool use_bias = true;
+  // Compute dtype (Flax's `dtype`): inputs and parameters are cast to it; none computes in theirs.
+  std::optional<at::ScalarType> dtype;
   at::ScalarType param_dtype = at::kFloat;
   Initializer kernel_init = initializers::lecun_normal();
   Initializer bias_init = initializers::zeros();

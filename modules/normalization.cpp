@@ -1,5 +1,6 @@
 // Normalization layers.
 #include <nnx/modules/normalization.h>
+#include <nnx/sharding/astype.h>
 #include <nnx/sharding/ops.h>
 
 namespace nnx {
@@ -9,10 +10,14 @@ std::optional<Array> value_of(const std::optional<Param>& p) {
   if (!p) return std::nullopt;
   return p->value();
 }
+// The dtype the statistics are computed in: the parameters', float32 without any.
+at::ScalarType stats_dtype(const std::optional<Param>& scale) {
+  return scale ? scale->value().dtype() : at::kFloat;
+}
 }  // namespace
 
 LayerNorm::LayerNorm(int64_t num_features, Rngs& rngs, NormOptions options)
-    : epsilon(options.epsilon) {
+    : epsilon(options.epsilon), dtype(options.dtype) {
   if (options.use_scale)
     scale = Param(initializers::ones()(rngs.params(), {num_features}, options.param_dtype),
                   options.scale_metadata);
@@ -22,15 +27,21 @@ LayerNorm::LayerNorm(int64_t num_features, Rngs& rngs, NormOptions options)
 }
 
 Array LayerNorm::operator()(const Array& x) const {
-  return layer_norm(x, value_of(scale), value_of(bias), epsilon);
+  if (!dtype) return layer_norm(x, value_of(scale), value_of(bias), epsilon);
+  return astype(layer_norm(astype(x, stats_dtype(scale)), value_of(scale), value_of(bias), epsilon),
+                *dtype);
 }
 
-RMSNorm::RMSNorm(int64_t num_features, Rngs& rngs, NormOptions options) : epsilon(options.epsilon) {
+RMSNorm::RMSNorm(int64_t num_features, Rngs& rngs, NormOptions options)
+    : epsilon(options.epsilon), dtype(options.dtype) {
   if (options.use_scale)
     scale = Param(initializers::ones()(rngs.params(), {num_features}, options.param_dtype),
                   options.scale_metadata);
 }
 
-Array RMSNorm::operator()(const Array& x) const { return rms_norm(x, value_of(scale), epsilon); }
+Array RMSNorm::operator()(const Array& x) const {
+  if (!dtype) return rms_norm(x, value_of(scale), epsilon);
+  return astype(rms_norm(astype(x, stats_dtype(scale)), value_of(scale), epsilon), *dtype);
+}
 
 }  // namespace nnx

@@ -14,6 +14,8 @@ struct NormOptions {
   double epsilon = 1e-6;
   bool use_scale = true;
   bool use_bias = true;  // LayerNorm only
+  // Output dtype (Flax's `dtype`): the statistics are computed in float32 either way.
+  std::optional<at::ScalarType> dtype;
   at::ScalarType param_dtype = at::kFloat;
   Metadata scale_metadata = {};
   Metadata bias_metadata = {};
@@ -27,6 +29,7 @@ class LayerNorm : public Module {
   std::optional<Param> NNX_FIELD(scale);
   std::optional<Param> NNX_FIELD(bias);
   double epsilon = 1e-6;
+  std::optional<at::ScalarType> dtype;
 };
 
 class RMSNorm : public Module {
@@ -36,6 +39,7 @@ class RMSNorm : public Module {
 
   std::optional<Param> NNX_FIELD(scale);
   double epsilon = 1e-6;
+  std::optional<at::ScalarType> dtype;
 };
 
 }  // namespace nnx
