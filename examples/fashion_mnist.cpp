@@ -177,6 +177,7 @@ int main(int argc, char** argv) {
       fmt::print("Fashion-MNIST: {} train records, batch {} over {}, {} parameters, {} steps\n",
                  train.num_records(), batch, mesh->to_string(),
                  nnx::state(model, nnx::OfType<nnx::Param>).numel(), total_steps);
+    std::fflush(stdout);
 
     std::ofstream losses;
     if (lead) losses.open(out / "losses.csv", std::ios::app);

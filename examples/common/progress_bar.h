@@ -15,8 +15,9 @@ class ProgressBar {
  public:
   // `first`: steps already done when the bar starts (a resumed epoch).
   ProgressBar(std::string label, int64_t total_steps, int64_t samples_per_step, bool enabled,
-              int64_t first = 0)
-      : label_(std::move(label)), total_(total_steps), samples_(samples_per_step), first_(first),
+              int64_t first = 0, std::string unit = "samples")
+      : label_(std::move(label)), unit_(std::move(unit)), total_(total_steps),
+        samples_(samples_per_step), first_(first),
         enabled_(enabled), tty_(::isatty(::fileno(stderr))), start_(Clock::now()) {}
 
   // Call after each step (1-based count of steps done so far in this bar).
@@ -32,16 +33,16 @@ class ProgressBar {
     const double eta = done > first_ ? seconds * (total_ - done) / (done - first_) : 0;
     const int width = 24, filled = static_cast<int>(width * done / std::max<int64_t>(total_, 1));
     std::string bar = std::string(filled, '#') + std::string(width - filled, '.');
-    std::fprintf(stderr, "%s%s [%s] %lld/%lld  loss %.4f  %.0f samples/s  ETA %d:%02d%s",
+    std::fprintf(stderr, "%s%s [%s] %lld/%lld  loss %.4f  %.0f %s/s  ETA %d:%02d%s",
                  tty_ ? "\r" : "", label_.c_str(), bar.c_str(), static_cast<long long>(done),
-                 static_cast<long long>(total_), loss, rate, static_cast<int>(eta) / 60,
+                 static_cast<long long>(total_), loss, rate, unit_.c_str(), static_cast<int>(eta) / 60,
                  static_cast<int>(eta) % 60, tty_ && !last ? "" : "\n");
     std::fflush(stderr);
   }
 
  private:
   using Clock = std::chrono::steady_clock;
-  std::string label_;
+  std::string label_, unit_;
   int64_t total_, samples_, first_;
   bool enabled_, tty_;
   Clock::time_point start_, drawn_{};
