@@ -95,7 +95,7 @@ examples::Flags make_flags() {
        {"model-parallel", "2", "ranks on the model axis for dp_tp"},
        {"text", "/usr/share/games/fortunes/cookie", "training text (Debian's fortunes)"},
        {"out", "runs/gpt", "run directory: checkpoints/ and losses.csv"},
-       {"steps", "300", "training steps"},
+       {"steps", "1000", "training steps"},
        {"batch", "32", "global batch of sequences"},
        {"seq", "64", "characters per sequence"},
        {"d-model", "128", "embedding width"},

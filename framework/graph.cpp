@@ -1,9 +1,11 @@
 // split/merge/state/update/clone/pop over the module graph.
 #include <nnx/core/error.h>
 #include <nnx/framework/graph.h>
+#include <nnx/sharding/redistribute.h>
 
 #include <torch/torch.h>
 
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -87,6 +89,38 @@ std::string describe_filters(const std::vector<Filter>& filters) {
 std::string value_text(const Variable& v) {
   if (!v.value().defined()) return "<empty>";
   return fmt::format("{}{}", dtype_name(v.dtype()), to_string(v.shape()));
+}
+
+// The layout text of an array for errors: "PartitionSpec('a', None) on Mesh('a': 2, 'b': 2)".
+std::string layout_text(const Array& a) {
+  if (!a.mesh()) return "a whole array on no mesh";
+  std::string out = a.spec().to_string() + " on " + a.mesh()->to_string();
+  if (!a.partial_axes().empty()) out += fmt::format(" (pending sum over {})", fmt::join(a.partial_axes(), ", "));
+  return out;
+}
+
+// Why `from` cannot be laid out as `to` (different meshes), if it cannot.
+std::optional<std::string> relayout_problem(const Array& to, const Array& from) {
+  if (!to.defined() || to.is_abstract() || !from.defined() || from.is_abstract()) return {};
+  if (to.mesh() && from.mesh() && !(*to.mesh() == *from.mesh()))
+    return fmt::format("the value is {} but the variable is {}; restore or redistribute it onto "
+                       "the variable's mesh first", layout_text(from), layout_text(to));
+  return {};
+}
+
+// `from`'s values as this process's block of `to`'s layout (a collective when they differ).
+at::Tensor in_layout_of(const Array& to, const Array& from) {
+  const bool same = (to.mesh() == nullptr) == (from.mesh() == nullptr) &&
+                    (!to.mesh() || (*to.mesh() == *from.mesh() && to.spec() == from.spec() &&
+                                    to.partial_axes() == from.partial_axes()));
+  if (same) return from.local();
+  if (!to.mesh()) return gather(from);                         // sharded into a whole array
+  if (!from.mesh()) {  // a whole array (the same on every process) into blocks
+    Array placed = device_put(from.local(), NamedSharding{to.mesh(), to.spec()});
+    if (to.partial_axes().empty()) return placed.local();
+    return redistribute(placed, NamedSharding{to.mesh(), to.spec()}, to.partial_axes()).local();
+  }
+  return redistribute(from, NamedSharding{to.mesh(), to.spec()}, to.partial_axes()).local();
 }
 
 }  // namespace
@@ -222,6 +256,8 @@ void update_states(Module& module, const std::vector<const State*>& states) {
       if (&variable.type() != &target.type())
         errors.push_back(fmt::format("{}: kind {} given for a {}", path, variable.type().name,
                                      target.type().name));
+      if (auto problem = relayout_problem(target.value(), variable.value()))
+        errors.push_back(fmt::format("{}: {}", path, *problem));
       writes.emplace_back(it->second, &variable);
     }
   if (!errors.empty())
@@ -232,11 +268,10 @@ void update_states(Module& module, const std::vector<const State*>& states) {
     if (target->same_as(*source)) continue;
     const Array& to = target->value();
     const Array& from = source->value();
-    bool in_place = to.defined() && !to.is_abstract() && !from.is_abstract() &&
-                    to.local().sizes() == from.local().sizes() &&
-                    to.local().device() == from.local().device();
-    if (in_place) to.local().copy_(from.local());
-    else target->set_value(from);
+    if (to.defined() && !to.is_abstract() && !from.is_abstract())
+      to.local().copy_(in_layout_of(to, from));  // the target keeps its layout
+    else
+      target->set_value(from);
     target->metadata() = source->metadata();
   }
 }
