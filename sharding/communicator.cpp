@@ -2,6 +2,7 @@
 #include <nnx/core/error.h>
 #include <nnx/core/shape.h>
 #include <nnx/sharding/communicator.h>
+#include <nnx/sharding/detail/collective_wait.h>
 #include <nnx/sharding/world.h>
 
 #include <mpi.h>
@@ -42,6 +43,14 @@ void check(int code, const char* what) {
     MPI_Error_string(code, text, &len);
     NNX_FAIL("{} failed: {}", what, std::string(text, len));
   }
+}
+
+// Starts a nonblocking MPI call with `start(&request)` and waits for it without hanging.
+template <class Start>
+void run(const detail::CommImpl& c, const std::string& comm_name, const char* op, Start start) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(start(&request), op);
+  detail::wait_for(&request, c.comm, op, comm_name.c_str());
 }
 
 void check_cpu(const at::Tensor& t, const char* who) {
@@ -94,8 +103,10 @@ void agree(const detail::CommImpl& c, const char* op, const at::Tensor& t, int64
   mine[3] = extra;
   for (int64_t d = 0; d < std::min<int64_t>(t.dim(), kWords - 4); ++d) mine[4 + d] = t.size(d);
   std::vector<int64_t> all(kWords * c.size);
-  check(MPI_Allgather(mine.data(), kWords, MPI_INT64_T, all.data(), kWords, MPI_INT64_T, c.comm),
-        "MPI_Allgather");
+  run(c, "(agreement check)", "MPI_Iallgather", [&](MPI_Request* r) {
+    return MPI_Iallgather(mine.data(), kWords, MPI_INT64_T, all.data(), kWords, MPI_INT64_T, c.comm,
+                          r);
+  });
   bool same = true;
   for (int r = 1; r < c.size && same; ++r)
     same = std::equal(all.begin(), all.begin() + kWords, all.begin() + r * kWords);
@@ -172,9 +183,10 @@ void Communicator::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
   at::Tensor buffer = detail::reduced_in_float(tensor.scalar_type())
                           ? tensor.to(at::kFloat).contiguous()
                           : tensor.contiguous();
-  check(MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), count_of(buffer.numel(), "all_reduce"),
-                      mpi_type(buffer.scalar_type(), "all_reduce"), mpi_op(op), impl_->comm),
-        "MPI_Allreduce");
+  run(*impl_, name_, "all_reduce", [&](MPI_Request* r) {
+    return MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count_of(buffer.numel(), "all_reduce"),
+                          mpi_type(buffer.scalar_type(), "all_reduce"), mpi_op(op), impl_->comm, r);
+  });
   if (!buffer.is_same(tensor)) tensor.copy_(buffer);
 }
 
@@ -188,9 +200,10 @@ at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const
   sizes.insert(sizes.begin(), impl_->size);
   at::Tensor stacked = torch::empty(sizes, local.options());
   int64_t bytes = local.numel() * static_cast<int64_t>(local.element_size());
-  check(MPI_Allgather(local.data_ptr(), count_of(bytes, "all_gather"), MPI_BYTE,
-                      stacked.data_ptr(), count_of(bytes, "all_gather"), MPI_BYTE, impl_->comm),
-        "MPI_Allgather");
+  run(*impl_, name_, "all_gather", [&](MPI_Request* r) {
+    return MPI_Iallgather(local.data_ptr(), count_of(bytes, "all_gather"), MPI_BYTE,
+                          stacked.data_ptr(), count_of(bytes, "all_gather"), MPI_BYTE, impl_->comm, r);
+  });
   if (tensor.dim() == 0) return stacked;
   if (dim == 0) return stacked.flatten(0, 1);  // already in place: no copy
   return torch::cat(stacked.unbind(0), dim);
@@ -219,11 +232,12 @@ at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) c
   auto chunk_sizes = stacked.sizes().vec();
   chunk_sizes.erase(chunk_sizes.begin());
   at::Tensor out = torch::empty(chunk_sizes, stacked.options());
-  check(MPI_Reduce_scatter_block(stacked.data_ptr(), out.data_ptr(),
-                                 count_of(out.numel(), "reduce_scatter"),
-                                 mpi_type(out.scalar_type(), "reduce_scatter"), MPI_SUM,
-                                 impl_->comm),
-        "MPI_Reduce_scatter_block");
+  run(*impl_, name_, "reduce_scatter", [&](MPI_Request* r) {
+    return MPI_Ireduce_scatter_block(stacked.data_ptr(), out.data_ptr(),
+                                     count_of(out.numel(), "reduce_scatter"),
+                                     mpi_type(out.scalar_type(), "reduce_scatter"), MPI_SUM,
+                                     impl_->comm, r);
+  });
   return out.to(tensor.scalar_type());
 }
 
@@ -244,9 +258,10 @@ at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
                         : torch::stack(tensor.chunk(impl_->size, split_dim), 0).contiguous();
   at::Tensor received = torch::empty({send.numel()}, send.options());
   int64_t bytes = send.numel() / impl_->size * static_cast<int64_t>(send.element_size());
-  check(MPI_Alltoall(send.data_ptr(), count_of(bytes, "all_to_all"), MPI_BYTE, received.data_ptr(),
-                     count_of(bytes, "all_to_all"), MPI_BYTE, impl_->comm),
-        "MPI_Alltoall");
+  run(*impl_, name_, "all_to_all", [&](MPI_Request* r) {
+    return MPI_Ialltoall(send.data_ptr(), count_of(bytes, "all_to_all"), MPI_BYTE,
+                         received.data_ptr(), count_of(bytes, "all_to_all"), MPI_BYTE, impl_->comm, r);
+  });
   auto chunk = tensor.sizes().vec();
   chunk[split_dim] /= impl_->size;
   if (concat_dim == 0) {
@@ -266,8 +281,9 @@ void Communicator::broadcast_(at::Tensor& tensor, int root) const {
   if (impl_->size == 1) return;
   at::Tensor buffer = tensor.contiguous();
   int64_t bytes = buffer.numel() * static_cast<int64_t>(buffer.element_size());
-  check(MPI_Bcast(buffer.data_ptr(), count_of(bytes, "broadcast"), MPI_BYTE, root, impl_->comm),
-        "MPI_Bcast");
+  run(*impl_, name_, "broadcast", [&](MPI_Request* r) {
+    return MPI_Ibcast(buffer.data_ptr(), count_of(bytes, "broadcast"), MPI_BYTE, root, impl_->comm, r);
+  });
   if (!buffer.is_same(tensor)) tensor.copy_(buffer);
 }
 
@@ -299,13 +315,15 @@ at::Tensor Communicator::permute(const at::Tensor& tensor,
   if (dest_of[me] >= 0)
     check(MPI_Isend(local.data_ptr(), count, MPI_BYTE, dest_of[me], 7, impl_->comm, &requests[n++]),
           "MPI_Isend");
-  check(MPI_Waitall(n, requests, MPI_STATUSES_IGNORE), "MPI_Waitall");
+  for (int i = 0; i < n; ++i) detail::wait_for(&requests[i], impl_->comm, "permute", name_.c_str());
   return out;
 }
 
 namespace detail {
 struct PendingImpl {
   MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::string comm_name;
   std::vector<at::Tensor> keep_alive;  // the buffers MPI reads and writes until completion
 };
 }  // namespace detail
@@ -320,7 +338,8 @@ PendingCollective& PendingCollective::operator=(PendingCollective&& other) noexc
   return *this;
 }
 PendingCollective::~PendingCollective() {
-  if (impl_ && impl_->request != MPI_REQUEST_NULL) MPI_Wait(&impl_->request, MPI_STATUS_IGNORE);
+  if (impl_ && impl_->request != MPI_REQUEST_NULL)
+    detail::wait_for(&impl_->request, impl_->comm, "a nonblocking collective", impl_->comm_name.c_str());
 }
 
 bool PendingCollective::test() {
@@ -332,7 +351,7 @@ bool PendingCollective::test() {
 
 void PendingCollective::wait() {
   if (!impl_ || impl_->request == MPI_REQUEST_NULL) return;
-  check(MPI_Wait(&impl_->request, MPI_STATUS_IGNORE), "MPI_Wait");
+  detail::wait_for(&impl_->request, impl_->comm, "a nonblocking collective", impl_->comm_name.c_str());
   impl_->keep_alive.clear();
 }
 
@@ -346,6 +365,8 @@ PendingCollective Communicator::all_reduce_async_(const at::Tensor& buffer, Redu
   if (impl_->size == 1) return pending;
   pending.impl_ = std::make_unique<detail::PendingImpl>();
   pending.impl_->keep_alive = {buffer};
+  pending.impl_->comm = impl_->comm;
+  pending.impl_->comm_name = name_;
   check(MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count_of(buffer.numel(), "all_reduce"),
                        mpi_type(buffer.scalar_type(), "all_reduce"), mpi_op(op), impl_->comm,
                        &pending.impl_->request),
@@ -372,6 +393,8 @@ PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
   }
   pending.impl_ = std::make_unique<detail::PendingImpl>();
   pending.impl_->keep_alive = {stacked, out};
+  pending.impl_->comm = impl_->comm;
+  pending.impl_->comm_name = name_;
   check(MPI_Ireduce_scatter_block(stacked.data_ptr(), out.data_ptr(),
                                   count_of(out.numel(), "reduce_scatter"),
                                   mpi_type(out.scalar_type(), "reduce_scatter"), MPI_SUM,
@@ -381,7 +404,8 @@ PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
 }
 
 void Communicator::barrier() const {
-  if (impl_->size > 1) check(MPI_Barrier(impl_->comm), "MPI_Barrier");
+  if (impl_->size > 1)
+    run(*impl_, name_, "barrier", [&](MPI_Request* r) { return MPI_Ibarrier(impl_->comm, r); });
 }
 
 Communicator Communicator::duplicate(std::string name) const {

@@ -1,5 +1,6 @@
 // MPI start-up on first use and the world's rank and size.
 #include <nnx/sharding/communicator.h>
+#include <nnx/sharding/detail/exit_protocol.h>
 #include <nnx/sharding/threads.h>
 #include <nnx/sharding/world.h>
 
@@ -18,11 +19,8 @@ void ensure_mpi() {
   if (initialized) return;
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-  std::atexit([] {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
-  });
+  start_exit_protocol();
+  std::atexit(finish_exit_protocol);
 }
 
 }  // namespace detail

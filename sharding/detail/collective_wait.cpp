@@ -1,0 +1,71 @@
+// wait_for: MPI_Test in a loop, looking at the clock and at departed ranks every few hundred
+// tests, so the common case costs what MPI_Wait costs.
+#include <nnx/sharding/detail/collective_wait.h>
+
+#include <nnx/sharding/detail/exit_protocol.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+
+namespace nnx::detail {
+
+double collective_timeout_seconds() {
+  static const double seconds = [] {
+    const char* env = std::getenv("NNX_COLLECTIVE_TIMEOUT");
+    if (env == nullptr || *env == '\0') return 300.0;
+    char* end = nullptr;
+    double value = std::strtod(env, &end);
+    return (*end == '\0' && value > 0) ? value : 300.0;
+  }();
+  return seconds;
+}
+
+namespace {
+// Whether world rank `world_rank` is a member of `comm`.
+bool is_member(MPI_Comm comm, int world_rank) {
+  MPI_Group world_group, group;
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  MPI_Comm_group(comm, &group);
+  int translated = MPI_UNDEFINED;
+  MPI_Group_translate_ranks(world_group, 1, &world_rank, group, &translated);
+  MPI_Group_free(&group);
+  MPI_Group_free(&world_group);
+  return translated != MPI_UNDEFINED;
+}
+}  // namespace
+
+void wait_for(MPI_Request* request, MPI_Comm comm, const char* op, const char* comm_name,
+              bool watch_departures) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const double timeout = collective_timeout_seconds();
+  std::optional<Clock::time_point> departure_seen;
+  std::optional<bool> departed_is_member;
+  for (unsigned spins = 0;; ++spins) {
+    int done = 0;
+    MPI_Test(request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    if (spins % 256 != 255) continue;
+    std::this_thread::yield();  // ranks may share cores
+    const auto now = Clock::now();
+    if (watch_departures && !departure_seen && departed_rank() >= 0) {
+      if (!departed_is_member) departed_is_member = is_member(comm, departed_rank());
+      if (*departed_is_member) departure_seen = now;
+    }
+    if (departure_seen && now - *departure_seen > std::chrono::seconds(2))
+      abort_job(fmt::format("rank {} has left main while this rank waits in {} over '{}', which "
+                            "it will never join; ending the job (a rank skipped a collective, or "
+                            "returned early after an error)", departed_rank(), op, comm_name));
+    if (std::chrono::duration<double>(now - start).count() > timeout)
+      abort_job(fmt::format("{} over '{}' has waited {:.0f} s (NNX_COLLECTIVE_TIMEOUT): some rank "
+                            "never reached it, or reached another collective; ending the job "
+                            "(NNX_CHECK_COLLECTIVES=1 compares the calls)", op, comm_name, timeout));
+  }
+}
+
+}  // namespace nnx::detail

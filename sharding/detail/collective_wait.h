@@ -1,0 +1,18 @@
+// Waiting for a nonblocking MPI operation without ever hanging: ends the job with a message when
+// the wait exceeds NNX_COLLECTIVE_TIMEOUT seconds (300 by default), or when another rank has
+// left main and the operation over a communicator it belongs to still has not completed two
+// seconds later.
+#pragma once
+
+#include <mpi.h>
+
+namespace nnx::detail {
+
+// Like MPI_Wait for an operation on `comm`; `op` and `comm_name` name the call in the message.
+// `watch_departures`: end the job if a member of `comm` has left main (not for the exit barrier).
+void wait_for(MPI_Request* request, MPI_Comm comm, const char* op, const char* comm_name,
+              bool watch_departures = true);
+// Seconds a collective may wait: NNX_COLLECTIVE_TIMEOUT, else 300.
+double collective_timeout_seconds();
+
+}  // namespace nnx::detail

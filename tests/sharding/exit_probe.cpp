@@ -1,0 +1,38 @@
+// A program that ends badly on purpose, one way per argument, for exit_test.sh: nnx starts MPI
+// itself here (as in users' programs), so its exit protocol is the one under test.
+#include <nnx/nnx.h>
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  const int rank = nnx::world_rank();
+  auto mesh = nnx::make_mesh({nnx::world_size()}, {"data"});
+  auto x = nnx::device_put(torch::ones({4 * nnx::world_size()}), {mesh, nnx::P("data")});
+  nnx::gather(x);  // every mode starts with one collective that all ranks reach
+  if (mode == "uncaught") {  // rank 1 throws out of main; the others wait in a collective
+    if (rank == 1) NNX_FAIL("the data file is corrupt (rank 1 alone)");
+    nnx::gather(x);
+  } else if (mode == "early_return") {  // rank 1 returns while the others enter a collective
+    if (rank == 1) return 0;
+    nnx::gather(x);
+  } else if (mode == "skipped") {  // rank 1 never joins the collective, nor leaves for a while
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(40));
+      return 0;
+    }
+    nnx::gather(x);
+  } else if (mode == "slow_finish") {  // rank 0 works alone after the last collective: fine
+    if (rank == 0) std::this_thread::sleep_for(std::chrono::seconds(4));
+  } else if (mode != "normal") {
+    std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
+    return 2;
+  }
+  if (rank == 0) std::printf("finished %s\n", mode.c_str());
+  return 0;
+}

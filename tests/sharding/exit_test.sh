@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# How jobs end (nnx's exit protocol, on 2 ranks): an uncaught error prints once, with its rank, and
+# ends every rank with status 1; a rank that returns from main while another waits in a
+# collective ends the job within seconds; a collective that one rank never reaches ends the job
+# after NNX_COLLECTIVE_TIMEOUT; normal and unevenly finishing jobs exit 0.
+# usage: exit_test.sh PATH/TO/nnx_exit_probe MPIRUN
+set -uo pipefail
+probe=$1
+mpirun=$2
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+failures=0
+
+# expect MODE STATUS MAX_SECONDS PATTERN [env...]
+expect() {
+  local mode=$1 want=$2 max=$3 pattern=$4
+  shift 4
+  local start=$SECONDS
+  env "$@" timeout 120 "$mpirun" -np 2 --oversubscribe "$probe" "$mode" > "$log" 2>&1
+  local got=$? took=$((SECONDS - start))
+  local ok=1
+  if [ "$want" = nonzero ]; then [ "$got" -ne 0 ] && [ "$got" -ne 124 ] || ok=0
+  else [ "$got" -eq "$want" ] || ok=0; fi
+  [ "$took" -le "$max" ] || ok=0
+  grep -q -- "$pattern" "$log" || ok=0
+  if [ $ok = 1 ]; then
+    echo "ok: $mode: status $got in ${took}s"
+  else
+    echo "FAILED: $mode: status $got (wanted $want) in ${took}s (at most $max), pattern '$pattern'"
+    cat "$log"
+    failures=$((failures + 1))
+  fi
+}
+
+expect uncaught 1 30 "nnx: rank 1: \[main\] the data file is corrupt (rank 1 alone)"
+count=$(grep -c "the data file is corrupt" "$log")
+[ "$count" -eq 1 ] || { echo "FAILED: the error printed $count times"; failures=$((failures + 1)); }
+if grep -q "terminate called\|Backtrace\|backtrace" "$log"; then
+  echo "FAILED: terminate noise in the output"; cat "$log"; failures=$((failures + 1))
+fi
+expect early_return nonzero 30 "nnx: rank 0: rank 1 has left main while this rank waits in"
+expect skipped nonzero 30 "has waited 3 s (NNX_COLLECTIVE_TIMEOUT)" NNX_COLLECTIVE_TIMEOUT=3
+expect normal 0 30 "finished normal"
+expect slow_finish 0 30 "finished slow_finish"
+exit $((failures > 0))
