@@ -25,6 +25,9 @@ struct SaveOptions {
   // This rank's own state that cannot be resharded (a data loader's position, say): saved per
   // rank with the world size; restore_per_rank refuses another world size.
   nlohmann::json per_rank = nullptr;
+  // Replace a checkpoint already in the directory (its manifest goes first, so a save cut short
+  // leaves no checkpoint there rather than a mixed one). Off: an existing checkpoint is an error.
+  bool overwrite = false;
 };
 
 struct RestoreOptions {
@@ -35,7 +38,8 @@ struct RestoreOptions {
   bool verify_all_checksums = false;
 };
 
-// Writes `state` (concrete variables) to `dir`, which must not hold a checkpoint yet. Collective:
+// Writes `state` (concrete variables) to `dir`, which must not hold a checkpoint yet (unless
+// options.overwrite). Collective:
 // every rank calls it with the same paths. Returns once the manifest is committed everywhere.
 void save(const std::string& dir, const State& state, const SaveOptions& options = {});
 

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -63,20 +64,41 @@ std::string renamed(const std::string& name, const Renames& renames) {
 
 }  // namespace
 
+// Whether `path` is `dir` or lies inside it (symlinks and '..' resolved; path need not exist).
+bool inside(const fs::path& path, const fs::path& dir) {
+  const fs::path p = fs::weakly_canonical(path), d = fs::weakly_canonical(dir);
+  auto [d_end, p_it] = std::mismatch(d.begin(), d.end(), p.begin(), p.end());
+  return d_end == d.end();
+}
+
 void export_safetensors(const std::string& dir, const std::string& file) {
+  NNX_CHECK(!inside(file, dir), "'{}' lies inside the checkpoint '{}' being exported; write the "
+            "export elsewhere", file, dir);
   const Manifest m = read_manifest(dir);
   std::vector<TensorLayout> layouts;
   for (const auto& v : m.variables) layouts.push_back({v.path, v.dtype, v.shape});
   const std::string partial = file + ".partial";
   SafetensorsWriter writer(partial, layouts, {{"format", "nnx-export"}});
   std::map<std::string, std::unique_ptr<InputFile>> files;
+  std::map<std::string, SafetensorsHeader> headers;
   std::vector<char> whole, chunk;
   for (const auto& v : m.variables) {
     whole.assign(checked_nbytes(v.shape, v.dtype, v.path), 0);
     const size_t elem = dtype_size(v.dtype, v.path);
     for (const auto& c : v.chunks) {
       auto& in = files[c.file];
-      if (!in) in = std::make_unique<InputFile>(dir + "/" + c.file);
+      if (!in) {
+        in = std::make_unique<InputFile>(dir + "/" + c.file);
+        headers[c.file] = read_safetensors_header(*in, in->path());
+      }
+      // The shard's own header must agree with the manifest on the chunk's dtype, shape and bytes.
+      const TensorEntry& t = headers[c.file].at(c.key, in->path());
+      NNX_CHECK(t.dtype == v.dtype && t.shape == c.shape &&
+                    headers[c.file].data_start + t.begin == c.offset && t.end - t.begin == c.nbytes,
+                "'{}': the manifest says {} ({}) at byte {} but '{}' holds tensor '{}' as {} ({}) "
+                "at byte {}; the manifest or the shard was altered, nothing was exported", v.path,
+                v.dtype, fmt::join(c.shape, ", "), c.offset, in->path(), c.key, t.dtype,
+                fmt::join(t.shape, ", "), headers[c.file].data_start + t.begin);
       chunk.resize(c.nbytes);
       in->read_at(c.offset, chunk.data(), c.nbytes);
       NNX_CHECK(crc32c(chunk.data(), chunk.size()) == c.crc32c,

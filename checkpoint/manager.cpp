@@ -58,20 +58,42 @@ std::string CheckpointManager::step_dir(int64_t step) const {
 
 void CheckpointManager::save_now(int64_t step, const Communicator& comm,
                                  const detail::SavePlan& plan, const SaveOptions& options) {
-  detail::prepare_directory(comm, step_dir(step));
+  detail::prepare_directory(comm, step_dir(step), options.overwrite);
   detail::write_and_commit(comm, step_dir(step), plan, options);
   if (comm.rank() == 0) apply_retention();
 }
 
+std::exception_ptr CheckpointManager::join_worker() {
+  if (worker_.joinable()) worker_.join();
+  auto error = error_;
+  error_ = nullptr;
+  return error;
+}
+
 bool CheckpointManager::save(int64_t step, const State& state, const SaveOptions& options) {
   NNX_CHECK(step >= 0, "step must be >= 0, got {}", step);
-  wait_until_finished();
-  if (!should_save(step)) return false;
+  // A failed background save is reported after this step's save starts, so no step is lost.
+  std::exception_ptr previous = join_worker();
+  auto report_previous = [&] {
+    if (!previous) return;
+    try {
+      std::rethrow_exception(previous);
+    } catch (const std::exception& e) {
+      NNX_FAIL("the previous background save failed: {} (step {} {})", e.what(), step,
+               should_save(step) ? (options_.async ? "is being saved" : "was saved")
+                                 : "was skipped by save_interval_steps");
+    }
+  };
+  if (!should_save(step)) {
+    report_previous();
+    return false;
+  }
   // Copies for a background write, so the caller may go on changing the state.
   auto plan = std::make_shared<detail::SavePlan>(
       detail::plan_save(state, comm_->rank(), options_.async));
   if (!options_.async) {
     save_now(step, *comm_, *plan, options);
+    report_previous();
     return true;
   }
   worker_ = std::thread([this, step, plan, options] {
@@ -81,16 +103,12 @@ bool CheckpointManager::save(int64_t step, const State& state, const SaveOptions
       error_ = std::current_exception();
     }
   });
+  report_previous();
   return true;
 }
 
 void CheckpointManager::wait_until_finished() {
-  if (worker_.joinable()) worker_.join();
-  if (error_) {
-    auto error = error_;
-    error_ = nullptr;
-    std::rethrow_exception(error);
-  }
+  if (auto error = join_worker()) std::rethrow_exception(error);
 }
 
 std::vector<int64_t> CheckpointManager::all_steps() const {
@@ -138,11 +156,20 @@ void CheckpointManager::apply_retention() {
   for (int64_t i = 0; i < excess; ++i) {
     const int64_t s = steps[i];
     if (options_.keep_period > 0 && s % options_.keep_period == 0) continue;
+    // Best effort, never throwing: the other ranks have already returned from this save.
     const std::string dir = step_dir(s);
-    fs::remove(dir + "/manifest.json");
-    fsync_directory(dir);
     std::error_code ec;
-    fs::remove_all(dir, ec);
+    fs::remove(dir + "/manifest.json", ec);
+    if (!ec) {
+      try {
+        fsync_directory(dir);
+      } catch (const std::exception&) {
+      }
+      fs::remove_all(dir, ec);
+    }
+    if (ec)
+      std::fprintf(stderr, "[CheckpointManager] could not delete old checkpoint '%s': %s\n",
+                   dir.c_str(), ec.message().c_str());
   }
 }
 

@@ -42,7 +42,8 @@ class CheckpointManager {
   bool should_save(int64_t step) const;
   // Saves `state` as `step` unless the interval skips it (then returns false). Async: copies the
   // blocks to host memory and returns; the write and commit happen in the background. An error
-  // of the previous background save is thrown here or by wait_until_finished.
+  // of the previous background save is thrown by wait_until_finished, or here once this step's
+  // save has been made or started.
   bool save(int64_t step, const State& state, const SaveOptions& options = {});
   // `step` or `latest`; errors when there is none.
   State restore(int64_t step, const State& target, const RestoreOptions& options = {}) const;
@@ -57,7 +58,8 @@ class CheckpointManager {
  private:
   void save_now(int64_t step, const Communicator& comm, const detail::SavePlan& plan,
                 const SaveOptions& options);
-  void apply_retention();
+  void apply_retention();  // on rank 0 after a commit; never throws
+  std::exception_ptr join_worker();  // the background save's error, if any, taken
   int64_t resolved(int64_t step) const;  // `latest` as a step number
 
   std::string dir_;

@@ -109,7 +109,7 @@ SavePlan plan_save(const State& state, int rank, bool copy) {
   return plan;
 }
 
-void prepare_directory(const Communicator& comm, const std::string& dir) {
+void prepare_directory(const Communicator& comm, const std::string& dir, bool overwrite) {
   std::string error;
   if (comm.rank() == 0) {
     try {
@@ -117,9 +117,15 @@ void prepare_directory(const Communicator& comm, const std::string& dir) {
       std::error_code ec;
       std::filesystem::create_directories(dir, ec);
       NNX_CHECK(!ec, "cannot create the checkpoint directory '{}': {}", dir, ec.message());
+      if (overwrite && std::filesystem::exists(dir + "/manifest.json")) {
+        std::filesystem::remove(dir + "/manifest.json");  // no longer a checkpoint from here on
+        fsync_directory(dir);
+        for (const auto& entry : std::filesystem::directory_iterator(dir))
+          if (entry.path().extension() == ".safetensors") std::filesystem::remove(entry.path());
+      }
       NNX_CHECK(!std::filesystem::exists(dir + "/manifest.json"),
-                "'{}' already holds a checkpoint; save to a new directory (or delete it first)",
-                dir);
+                "'{}' already holds a checkpoint; save to a new directory, delete it first, or "
+                "pass {{.overwrite = true}}", dir);
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -211,7 +217,7 @@ void write_and_commit(const Communicator& comm, const std::string& dir, const Sa
 void save(const std::string& dir, const State& state, const SaveOptions& options) {
   const Communicator world = Communicator::world();
   auto plan = detail::plan_save(state, world.rank(), false);
-  detail::prepare_directory(world, dir);
+  detail::prepare_directory(world, dir, options.overwrite);
   detail::write_and_commit(world, dir, plan, options);
 }
 

@@ -8,6 +8,8 @@
 #include <nnx/framework/module.h>
 
 #include <functional>
+#include <string>
+#include <typeinfo>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -23,12 +25,22 @@ class Sequential : public Module {
 
   Array operator()(const Array& x) const;
   size_t size() const { return steps_.size(); }
+  // Layer i as its type: `model.get<nnx::Linear>(0).kernel`. An error names the index and the
+  // layer's actual type when it is another (or a function step).
+  template <class M> M& get(size_t i) {
+    static_assert(std::is_base_of_v<Module, M>, "Sequential::get<M>: M must be a module type");
+    M* layer = i < layers.size() ? dynamic_cast<M*>(layers[i].get()) : nullptr;
+    if (layer == nullptr) fail_get(i, detail::type_display_name(typeid(M)));
+    return *layer;
+  }
+  template <class M> const M& get(size_t i) const { return const_cast<Sequential*>(this)->get<M>(i); }
 
   // One entry per step; null for a function step.
   std::vector<std::shared_ptr<Module>> NNX_FIELD(layers);
 
  private:
   using Step = std::function<Array(const Module*, const Array&)>;
+  [[noreturn]] void fail_get(size_t i, const std::string& wanted) const;
 
   template <class L> void append(L&& layer) {
     using T = std::decay_t<L>;

@@ -62,13 +62,24 @@ Json parse_json(std::string_view text, const Where& where) {
   try {
     return Json::parse(text);
   } catch (const Json::exception& e) {
-    where.fail(fmt::format("not valid JSON: {}", e.what()));
+    where.fail(fmt::format("not valid JSON: {}", printable(e.what())));
   }
 }
 
+std::string printable(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c < 0x7f)
+      out += static_cast<char>(c);
+    else
+      out += fmt::format("\\x{:02x}", c);
+  }
+  return out;
+}
+
 std::string shorten(std::string_view text) {
-  if (text.size() <= 80) return std::string(text);
-  return fmt::format("{}...", text.substr(0, 80));
+  if (text.size() <= 80) return printable(text);
+  return fmt::format("{}...", printable(text.substr(0, 80)));
 }
 
 std::string excerpt(const Json& value) {

@@ -38,7 +38,9 @@ Json parse_json(std::string_view text, const Where& where);
 // A short rendering of a value for messages: scalars dumped (long strings cut), containers
 // as "an array of N entries" / "an object of N keys".
 std::string excerpt(const Json& value);
-std::string shorten(std::string_view text);  // cut to 80 bytes
+std::string shorten(std::string_view text);  // cut to 80 bytes, made printable
+// Bytes outside printable ASCII as \xNN, so damaged input never reaches a terminal raw.
+std::string printable(std::string_view text);
 
 // obj must be an object whose keys are all in `allowed`.
 void check_keys(const Json& obj, std::initializer_list<std::string_view> allowed,

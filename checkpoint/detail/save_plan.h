@@ -32,7 +32,7 @@ SavePlan plan_save(const State& state, int rank, bool copy);
 
 // Collective over `comm`: rank 0 creates `dir` and checks it holds no checkpoint; every rank
 // throws the same error if not.
-void prepare_directory(const Communicator& comm, const std::string& dir);
+void prepare_directory(const Communicator& comm, const std::string& dir, bool overwrite = false);
 
 // Collective over `comm`: writes this rank's file, gathers every rank's records and, when all
 // succeeded, rank 0 commits the manifest atomically. Errors (any rank's) are thrown on every

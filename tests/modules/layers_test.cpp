@@ -127,3 +127,24 @@ TEST_CASE("a column-sharded Linear gives the one-device output", "[ranks2][ranks
   CHECK(y.spec() == nnx::P(nnx::none, "model"));
   CHECK(torch::allclose(nnx::gather(y), expected));
 }
+
+TEST_CASE("Sequential::get returns a layer as its type, or names what it is") {
+  nnx::Rngs rngs(0);
+  nnx::Sequential model{nnx::Linear(4, 8, rngs), nnx::relu, nnx::LayerNorm(8, rngs)};
+  CHECK(model.get<nnx::Linear>(0).kernel.shape() == nnx::Shape{4, 8});
+  model.get<nnx::LayerNorm>(2).epsilon = 1e-3;
+  CHECK(static_cast<const nnx::LayerNorm&>(*model.layers[2]).epsilon == 1e-3);
+  CHECK_THROWS_WITH(model.get<nnx::LayerNorm>(0),
+                    Catch::Matchers::Contains("layer 0 is a Linear"));
+  CHECK_THROWS_WITH(model.get<nnx::Linear>(1),
+                    Catch::Matchers::Contains("layer 1 is a function, not a module"));
+  CHECK_THROWS_WITH(model.get<nnx::Linear>(3), Catch::Matchers::Contains("there are 3 layers"));
+}
+
+TEST_CASE("l2_loss is optax's: half the squared difference, elementwise") {
+  auto p = torch::tensor({1.f, 2.f, -3.f});
+  auto t = torch::tensor({0.f, 4.f, -3.f});
+  CHECK(torch::equal(nnx::l2_loss(nnx::Array(p), nnx::Array(t)).local(),
+                     torch::tensor({0.5f, 2.f, 0.f})));
+  CHECK(torch::equal(nnx::l2_loss(nnx::Array(p)).local(), torch::tensor({0.5f, 2.f, 4.5f})));
+}

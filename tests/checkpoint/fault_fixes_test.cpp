@@ -1,0 +1,95 @@
+// Faults a sweep found, each now an error or handled: export writing into its own input, a
+// manifest altered against its shards, damaged bytes echoed raw, saving over a checkpoint, and
+// a failed background save swallowing the next step.
+#include "checkpoint_test_util.h"
+
+#include <fstream>
+
+using Catch::Matchers::Contains;
+namespace ckpt = nnx::checkpoint;
+
+namespace {
+nnx::State small_state() {
+  nnx::State s;
+  s.add("w", nnx::Param(nnx::Array(torch::arange(6, torch::kFloat).reshape({2, 3}))));
+  s.add("b", nnx::Param(nnx::Array(torch::ones({3}))));
+  return s;
+}
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+}  // namespace
+
+TEST_CASE("export refuses to write inside the checkpoint it reads, leaving it intact") {
+  nnx_test::SharedDir dir;
+  ckpt::save(dir.sub("c"), small_state());
+  const std::string manifest = slurp(dir.sub("c/manifest.json"));
+  CHECK_THROWS_WITH(ckpt::export_safetensors(dir.sub("c"), dir.sub("c/manifest.json")),
+                    Contains("lies inside the checkpoint") && Contains("write the export elsewhere"));
+  CHECK_THROWS_WITH(ckpt::export_safetensors(dir.sub("c"), dir.sub("c/../c/whole.safetensors")),
+                    Contains("lies inside the checkpoint"));
+  CHECK(slurp(dir.sub("c/manifest.json")) == manifest);
+  CHECK(ckpt::verify(dir.sub("c")).problems.empty());
+  ckpt::export_safetensors(dir.sub("c"), dir.sub("whole.safetensors"));
+  CHECK(std::filesystem::file_size(dir.sub("whole.safetensors")) > 0);
+}
+
+TEST_CASE("export checks each chunk against its shard's own header") {
+  nnx_test::SharedDir dir;
+  ckpt::save(dir.sub("c"), small_state());
+  std::string manifest = slurp(dir.sub("c/manifest.json"));
+  const auto at = manifest.find("\"F32\"");
+  REQUIRE(at != std::string::npos);
+  manifest.replace(at, 5, "\"I32\"");  // float bits relabelled as int32
+  std::ofstream(dir.sub("c/manifest.json"), std::ios::binary | std::ios::trunc) << manifest;
+  CHECK_THROWS_WITH(ckpt::export_safetensors(dir.sub("c"), dir.sub("out.safetensors")),
+                    Contains("the manifest says I32") && Contains("holds tensor") &&
+                        Contains("as F32") && Contains("nothing was exported"));
+  CHECK_FALSE(std::filesystem::exists(dir.sub("out.safetensors")));
+}
+
+TEST_CASE("a damaged header's bytes are shown escaped, never raw") {
+  nnx_test::SharedDir dir;
+  const std::string file = dir.sub("bad.safetensors");
+  std::string header = "{\"w\": \xff\xfe\x01}";
+  std::string bytes(8, '\0');
+  bytes[0] = static_cast<char>(header.size());
+  std::ofstream(file, std::ios::binary) << bytes << header;
+  try {
+    ckpt::InputFile in(file);
+    ckpt::read_safetensors_header(in, file);
+    FAIL("no error for a damaged header");
+  } catch (const nnx::Error& e) {
+    const std::string message = e.what();
+    INFO(message);
+    CHECK(message.find("not valid JSON") != std::string::npos);
+    for (unsigned char c : message) CHECK((c >= 0x20 && c < 0x7f));
+  }
+}
+
+TEST_CASE("save refuses an existing checkpoint unless told to overwrite it") {
+  nnx_test::SharedDir dir;
+  ckpt::save(dir.sub("c"), small_state());
+  nnx::State changed = small_state();
+  changed.at("w").value().local().mul_(10);
+  CHECK_THROWS_WITH(ckpt::save(dir.sub("c"), changed),
+                    Contains("already holds a checkpoint") && Contains(".overwrite = true"));
+  ckpt::save(dir.sub("c"), changed, {.overwrite = true});
+  auto restored = ckpt::restore(dir.sub("c"), small_state());
+  CHECK(torch::equal(restored.at("w").value().local(), changed.at("w").value().local()));
+  CHECK(ckpt::verify(dir.sub("c")).problems.empty());
+}
+
+TEST_CASE("a failed background save is reported by the next save, which still saves its step") {
+  nnx_test::SharedDir dir;
+  ckpt::CheckpointManager manager(dir.sub("run"), {.async = true});
+  std::ofstream(dir.sub("run/5")) << "a file where step 5's directory should go";
+  CHECK(manager.save(5, small_state()));  // fails in the background
+  CHECK_THROWS_WITH(manager.save(6, small_state()),
+                    Contains("the previous background save failed") &&
+                        Contains("step 6 is being saved"));
+  manager.wait_until_finished();
+  CHECK(manager.latest_step() == 6);
+  CHECK(manager.all_steps() == std::vector<int64_t>{6});
+}
