@@ -198,6 +198,22 @@ GradientReducer::~GradientReducer() {
 void GradientReducer::backward(const Array& loss, bool last) {
   NNX_CHECK(loss.ndim() == 0, "the loss must be a scalar Array, got shape {}",
             to_string(loss.shape()));
+  if (loss.mesh()) {
+    // A parameter on no mesh would get each rank's partial gradient with no reduction: refuse.
+    std::vector<std::string> unplaced;
+    for (const auto& leaf : impl_->leaves)
+      if (!leaf.variable->value().mesh()) unplaced.push_back(leaf.path);
+    if (!unplaced.empty()) {
+      const size_t shown = std::min<size_t>(unplaced.size(), 5);
+      NNX_FAIL("the loss is computed on {} but {} parameter(s) are on no mesh ({}{}), so their "
+               "gradients would differ from rank to rank; place the model on the mesh: create it "
+               "under nnx::MeshContext on(mesh), or with nnx::eval_shape then "
+               "nnx::materialize(model, mesh)",
+               loss.mesh()->to_string(), unplaced.size(),
+               fmt::join(unplaced.begin(), unplaced.begin() + shown, ", "),
+               unplaced.size() > shown ? ", ..." : "");
+    }
+  }
   impl_->armed = last;
   if (loss.local().requires_grad()) loss.local().backward(loss_cotangent(loss));
   impl_->armed = false;

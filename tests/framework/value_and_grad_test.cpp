@@ -140,6 +140,8 @@ TEST_CASE("has_aux returns the auxiliary value with the loss", "[ranks2][ranks4]
   auto mesh = nnx::make_mesh({nnx::world_size()}, {"data"});
   nnx::Rngs rngs(0);
   TwoLayer model(rngs);
+  for (auto* p : {&model.w1, &model.b1, &model.w2, &model.b2})  // placed: replicated on the mesh
+    p->set_value(nnx::device_put(p->tensor(), {mesh, nnx::P()}));
   auto x = nnx::device_put(torch::ones({8, 8}, torch::kDouble), {mesh, nnx::P("data", nnx::none)});
   auto result = nnx::value_and_grad(
       [&](TwoLayer& m) {
