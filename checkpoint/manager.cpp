@@ -33,8 +33,13 @@ CheckpointManager::CheckpointManager(std::string dir, CheckpointManagerOptions o
               level);
   }
   comm_ = std::make_unique<Communicator>(world.duplicate("checkpoint"));
-  if (world.rank() == 0) fs::create_directories(dir_);
-  world.barrier();
+  std::string error;  // rank 0 creates the directory; a failure there is an error everywhere
+  if (world.rank() == 0) {
+    std::error_code ec;
+    fs::create_directories(dir_, ec);
+    if (ec) error = fmt::format("cannot create the checkpoint directory '{}': {}", dir_, ec.message());
+  }
+  detail::raise_if_any_failed(world, error);
 }
 
 CheckpointManager::~CheckpointManager() {
@@ -90,7 +95,7 @@ bool CheckpointManager::save(int64_t step, const State& state, const SaveOptions
   }
   // Copies for a background write, so the caller may go on changing the state.
   auto plan = std::make_shared<detail::SavePlan>(
-      detail::plan_save(state, comm_->rank(), options_.async));
+      detail::plan_save_everywhere(*comm_, state, options_.async));
   if (!options_.async) {
     save_now(step, *comm_, *plan, options);
     report_previous();

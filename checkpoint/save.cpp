@@ -9,6 +9,7 @@
 
 #include <torch/torch.h>
 
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 
@@ -134,6 +135,28 @@ void prepare_directory(const Communicator& comm, const std::string& dir, bool ov
   if (!error.empty()) throw Error(error);
 }
 
+void raise_if_any_failed(const Communicator& comm, const std::string& error) {
+  auto first = torch::full({1}, error.empty() ? INT64_MAX : int64_t{comm.rank()}, torch::kLong);
+  comm.all_reduce_(first, ReduceOp::min);
+  const int64_t failed = first.item<int64_t>();
+  if (failed == INT64_MAX) return;
+  const std::string message = broadcast_string(comm, error, static_cast<int>(failed));
+  if (failed == comm.rank()) throw Error(message);
+  throw Error(fmt::format("rank {} failed: {}", failed, message));
+}
+
+SavePlan plan_save_everywhere(const Communicator& comm, const State& state, bool copy) {
+  SavePlan plan;
+  std::string error;
+  try {
+    plan = plan_save(state, comm.rank(), copy);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  raise_if_any_failed(comm, error);
+  return plan;
+}
+
 void write_and_commit(const Communicator& comm, const std::string& dir, const SavePlan& plan,
                       const SaveOptions& options) {
   const int rank = comm.rank();
@@ -216,7 +239,7 @@ void write_and_commit(const Communicator& comm, const std::string& dir, const Sa
 
 void save(const std::string& dir, const State& state, const SaveOptions& options) {
   const Communicator world = Communicator::world();
-  auto plan = detail::plan_save(state, world.rank(), false);
+  auto plan = detail::plan_save_everywhere(world, state, false);
   detail::prepare_directory(world, dir, options.overwrite);
   detail::write_and_commit(world, dir, plan, options);
 }

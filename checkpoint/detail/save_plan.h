@@ -30,6 +30,13 @@ struct SavePlan {
 // rank 0. `copy`: the blocks are copied (for a background write); else they alias the state.
 SavePlan plan_save(const State& state, int rank, bool copy);
 
+// Collective over `comm`: plan_save on every rank; if it fails on any, every rank throws (the
+// first failing rank's message, prefixed with its rank elsewhere), so no rank is left waiting.
+SavePlan plan_save_everywhere(const Communicator& comm, const State& state, bool copy);
+
+// Collective over `comm`: throws on every rank if `error` is non-empty on any (as above).
+void raise_if_any_failed(const Communicator& comm, const std::string& error);
+
 // Collective over `comm`: rank 0 creates `dir` and checks it holds no checkpoint; every rank
 // throws the same error if not.
 void prepare_directory(const Communicator& comm, const std::string& dir, bool overwrite = false);

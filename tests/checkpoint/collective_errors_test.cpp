@@ -1,0 +1,44 @@
+// A failure inside a collective checkpoint call on one rank reaches every rank as an error (no
+// rank is left waiting): a state that one rank cannot plan, a manager whose directory rank 0
+// cannot create.
+#include "checkpoint_test_util.h"
+
+#include <fstream>
+
+using Catch::Matchers::Contains;
+namespace ckpt = nnx::checkpoint;
+
+namespace {
+// The same paths everywhere, but rank 1's 'w' has a dtype checkpoints cannot store.
+nnx::State state_failing_on_rank_1() {
+  nnx::State s;
+  auto dtype = nnx::world_rank() == 1 ? torch::kComplexFloat : torch::kFloat;
+  s.add("w", nnx::Param(nnx::Array(torch::ones({2, 2}, dtype))));
+  return s;
+}
+}  // namespace
+
+TEST_CASE("a save that one rank cannot plan fails on every rank, naming that rank", "[ranks2]") {
+  nnx_test::SharedDir dir;
+  const std::string message = nnx::world_rank() == 1 ? "which checkpoints do not store"
+                                                     : "rank 1 failed: ";
+  CHECK_THROWS_WITH(ckpt::save(dir.sub("c"), state_failing_on_rank_1()),
+                    Contains(message) && Contains("'w'"));
+  ckpt::CheckpointManager manager(dir.sub("run"), {.async = true});
+  CHECK_THROWS_WITH(manager.save(1, state_failing_on_rank_1()), Contains(message));
+  CHECK_FALSE(manager.latest_step());
+  // Every rank is still in step: the next collective save works.
+  nnx::State good;
+  good.add("w", nnx::Param(nnx::Array(torch::ones({2, 2}))));
+  CHECK(manager.save(2, good));
+  manager.wait_until_finished();
+  CHECK(manager.latest_step() == 2);
+}
+
+TEST_CASE("a manager whose directory rank 0 cannot create fails on every rank", "[ranks2]") {
+  nnx_test::SharedDir dir;
+  if (nnx::world_rank() == 0) std::ofstream(dir.sub("file")) << "not a directory";
+  nnx::Communicator::world().barrier();
+  CHECK_THROWS_WITH(ckpt::CheckpointManager(dir.sub("file/run")),
+                    Contains("cannot create the checkpoint directory") && Contains("file/run"));
+}
