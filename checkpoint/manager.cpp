@@ -66,6 +66,7 @@ void CheckpointManager::save_now(int64_t step, const Communicator& comm,
   detail::prepare_directory(comm, step_dir(step), options.overwrite);
   detail::write_and_commit(comm, step_dir(step), plan, options);
   if (comm.rank() == 0) apply_retention();
+  comm.barrier();  // every rank sees the same steps once this save is done
 }
 
 std::exception_ptr CheckpointManager::join_worker() {

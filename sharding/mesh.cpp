@@ -2,7 +2,10 @@
 #include <nnx/core/error.h>
 #include <nnx/sharding/mesh.h>
 
+#include <torch/torch.h>
+
 #include <algorithm>
+#include <functional>
 
 namespace nnx {
 
@@ -109,6 +112,27 @@ std::shared_ptr<const Mesh> make_mesh(std::vector<int64_t> shape,
             "{} has {} positions but the world has {} processes; run with mpirun -np {} or "
             "choose a mesh whose sizes multiply to {}",
             mesh->to_string(), mesh->size(), world.size(), mesh->size(), world.size());
+  // Every rank must build the same mesh, or the communicators below would pair up wrongly.
+  constexpr int64_t kWords = 10;
+  auto mine = torch::zeros({kWords}, torch::kLong);
+  mine[0] = mesh->ndim();
+  for (int64_t d = 0; d < std::min<int64_t>(mesh->ndim(), kWords - 2); ++d)
+    mine[1 + d] = mesh->shape_[d];
+  mine[kWords - 1] = static_cast<int64_t>(std::hash<std::string>{}(mesh->to_string()) >> 2);
+  auto calls = world.all_gather(mine, 0).reshape({world.size(), kWords});
+  auto described = [&](int64_t r) {
+    std::vector<int64_t> sizes;
+    for (int64_t d = 0; d < std::min<int64_t>(calls[r][0].item<int64_t>(), kWords - 2); ++d)
+      sizes.push_back(calls[r][1 + d].item<int64_t>());
+    return fmt::format("rank {}: shape ({})", r, fmt::join(sizes, ", "));
+  };
+  std::vector<std::string> differing;
+  for (int64_t r = 1; r < world.size(); ++r)
+    if (!torch::equal(calls[r], calls[0])) differing.push_back(described(r));
+  NNX_CHECK(differing.empty(),
+            "the ranks build different meshes: {}, {}; make_mesh needs the same shape and axis "
+            "names on every rank (this rank, {}, builds {})", described(0),
+            fmt::join(differing, ", "), world.rank(), mesh->to_string());
   auto coords = mesh->coordinates_of(world.rank());
   mesh->coordinates_ = coords;
   const uint64_t all = (uint64_t{1} << mesh->ndim()) - 1;
