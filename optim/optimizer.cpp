@@ -47,7 +47,7 @@ Optimizer::Optimizer(Module& model, GradientTransformation tx, Filter wrt)
     NNX_CHECK(p.value().defined() && !p.value().is_abstract(),
               "'{}' has no values (abstract); materialize the model before building the optimizer",
               path);
-    slots_.push_back({path, p.value().mesh(), optimizer_spec(path, p)});
+    slots_.push_back({path, p.value().mesh(), optimizer_spec(path, p), p});
   }
   state_ = tx_.init(transform_view(params));
 }
@@ -89,6 +89,10 @@ void Optimizer::check_update(const State& params, const State& grads) const {
   for (const auto& s : slots_) {
     const Variable& p = params.at(s.path);
     const Variable& g = grads.at(s.path);
+    if (!p.same_as(s.variable) && same_mesh(p.value().mesh(), s.mesh))  // else the mesh is named
+      problems.push_back(fmt::format("'{}' is not the variable the optimizer was built for: the "
+                                     "model is another one (or its variables were replaced); "
+                                     "build an optimizer for this model", s.path));
     if (!same_mesh(p.value().mesh(), s.mesh))
       problems.push_back(fmt::format("'{}' is on {} but the optimizer was built for {}; {}",
                                      s.path, mesh_text(p.value().mesh()), mesh_text(s.mesh), fix));

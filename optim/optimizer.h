@@ -37,6 +37,7 @@ class Optimizer {
     std::string path;
     std::shared_ptr<const Mesh> mesh;           // null: the parameter is on no mesh
     std::optional<PartitionSpec> zero_spec;     // its state's layout when sharded further
+    Variable variable;                          // the parameter itself (update checks identity)
   };
   // The parameters as the transformation sees them (ZeRO ones sliced to their state's layout).
   State transform_view(const State& params) const;

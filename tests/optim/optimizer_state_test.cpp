@@ -132,3 +132,21 @@ TEST_CASE("load_state lists every bad path and changes nothing") {
     CHECK(torch::count_nonzero(v.tensor()).item<int64_t>() == 0);
   }
 }
+
+TEST_CASE("update with a model the optimizer was not built for is refused, changing nothing") {
+  auto model = nnx_test::make_net(nullptr);
+  auto other = nnx_test::make_net(nullptr);  // same paths, shapes and values: another model
+  nnx::optim::Optimizer opt(model, nnx::optim::adam(1e-2));
+  auto x = nnx::Array(torch::ones({2, 8}, torch::kDouble));  // the test nets are float64
+  auto [loss, grads] = nnx::value_and_grad(
+      [&](nnx_test::Net& m) { return nnx::mean(nnx::square(m(x))); }, other);
+  const auto before = other.layers[0].kernel.tensor().clone();
+  CHECK_THROWS_WITH(opt.update(other, grads),
+                    Catch::Matchers::Contains("nothing was updated") &&
+                        Catch::Matchers::Contains("'layers.0.kernel' is not the variable the "
+                                                  "optimizer was built for"));
+  CHECK(torch::equal(other.layers[0].kernel.tensor(), before));
+  CHECK(opt.step() == 0);
+  opt.update(model, grads);  // the right model takes the same gradients
+  CHECK(opt.step() == 1);
+}
