@@ -49,6 +49,8 @@ CheckpointManager::~CheckpointManager() {
       std::rethrow_exception(error_);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "[CheckpointManager] a background save failed: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "[CheckpointManager] a background save failed\n");
     }
   }
 }

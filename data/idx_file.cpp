@@ -77,6 +77,7 @@ uint32_t big_endian_u32(const unsigned char* p) {
 }  // namespace
 
 IdxFile::IdxFile(std::string path) : path_(std::move(path)) {
+  detail::CloseOnError close_on_error(fd_);
   std::vector<unsigned char> header(4);
   int64_t total_bytes = 0;
   if (is_gzip(path_)) {
@@ -118,6 +119,7 @@ IdxFile::IdxFile(std::string path) : path_(std::move(path)) {
             "bytes{}; the file is {}", path_, dims_[0], nnx::to_string(record_shape()), expected,
             total_bytes, data_.empty() ? "" : " (decompressed)",
             total_bytes < expected ? "truncated" : "followed by extra bytes");
+  close_on_error.release();
 }
 
 IdxFile::~IdxFile() {

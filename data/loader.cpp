@@ -91,6 +91,8 @@ DataLoader::DataLoader(Sources sources, LoaderOptions options)
   NNX_CHECK(options_.prefetch >= 0, "prefetch must be non-negative, got {}", options_.prefetch);
   for (const auto& [name, source] : sources_) {
     NNX_CHECK(source != nullptr, "source '{}' is null", name);
+    NNX_CHECK(name != "mask", "a source may not be called 'mask': that name is the batch's "
+              "padding mask (Batch::mask); rename the source");
     NNX_CHECK(source->size() == sampler_.num_records(),
               "source '{}' ({}) holds {} records but '{}' ({}) holds {}; every source needs one "
               "record per example", name, source->name(), source->size(), sources_.front().first,
@@ -181,7 +183,13 @@ std::optional<Batch> DataLoader::next() {
     return std::nullopt;
   }
   if (options_.prefetch > 0 && !prefetcher_) restart_prefetch();
-  auto rows = prefetcher_ ? prefetcher_->pop() : read_local(epoch_, position_);
+  std::map<std::string, at::Tensor> rows;
+  try {
+    rows = prefetcher_ ? prefetcher_->pop() : read_local(epoch_, position_);
+  } catch (...) {
+    prefetcher_.reset();  // it stopped at the error: the next call reads this batch again
+    throw;
+  }
   Batch batch = to_batch(std::move(rows), epoch_, position_);
   ++position_;
   return batch;

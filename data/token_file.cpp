@@ -26,6 +26,7 @@ TokenFile::TokenFile(std::string path, TokenFileOptions options)
   }
   int64_t file_bytes = 0;
   fd_ = detail::open_for_reading(path_, &file_bytes);
+  detail::CloseOnError close_on_error(fd_);
   NNX_CHECK(file_bytes % token_bytes_ == 0,
             "{}: {} bytes is not a whole number of {}-byte tokens; is token_dtype right?", path_,
             file_bytes, token_bytes_);
@@ -38,6 +39,7 @@ TokenFile::TokenFile(std::string path, TokenFileOptions options)
   NNX_CHECK(usable >= 0, "{}: {} tokens cannot fill one record of seq_len + 1 = {} tokens", path_,
             options_.end - options_.begin, options_.seq_len + 1);
   records_ = usable / options_.stride + 1;
+  close_on_error.release();
 }
 
 TokenFile::~TokenFile() {
@@ -55,7 +57,9 @@ at::Tensor TokenFile::read(const std::vector<int64_t>& indices) const {
     const int64_t offset = (options_.begin + indices[i] * options_.stride) * token_bytes_;
     detail::read_at(fd_, base + static_cast<int64_t>(i) * bytes, bytes, offset, path_);
   }
-  return raw.to(at::kLong);
+  at::Tensor ids = raw.to(at::kLong);
+  if (token_bytes_ == 2) ids.bitwise_and_(0xFFFF);  // 2-byte tokens are unsigned (ids < 65536)
+  return ids;
 }
 
 }  // namespace nnx::data

@@ -12,7 +12,8 @@ namespace nnx::data {
 struct TokenFileOptions {
   int64_t seq_len = 0;                   // tokens per input; records hold seq_len + 1
   int64_t stride = 0;                    // tokens between record starts; 0 means seq_len
-  at::ScalarType token_dtype = at::kByte;  // as stored: kByte (bytes, characters), kShort, kInt
+  // As stored: kByte (bytes, characters), kShort (read as uint16, as GPT-2 .bin files), kInt.
+  at::ScalarType token_dtype = at::kByte;
   int64_t begin = 0;                     // first token used (to hold out a validation split)
   int64_t end = -1;                      // one past the last token used; -1: the file's end
 };

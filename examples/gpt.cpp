@@ -64,7 +64,7 @@ struct GPT : nnx::Module {
       : token_embed(c.vocab, c.d_model, rngs,
                     {.dtype = c.dtype, .embedding_metadata = {.out_sharding = P("vocab", "embed")}}),
         position_embed(c.max_len, c.d_model, rngs,
-                       {.dtype = c.dtype, .embedding_metadata = {.out_sharding = P(nnx::none, "embed")}}),
+                       {.dtype = c.dtype, .embedding_metadata = {.out_sharding = P("seq", "embed")}}),
         ln_f(c.d_model, rngs, {.dtype = c.dtype, .scale_metadata = {.out_sharding = P("embed")},
                                .bias_metadata = {.out_sharding = P("embed")}}) {
     for (int64_t i = 0; i < c.layers; ++i) blocks.emplace_back(c, rngs);
@@ -123,7 +123,8 @@ nnx::ShardingRules layout_rules(const std::string& layout) {
   return nnx::ShardingRules({{"batch", data ? nnx::SpecEntry("data") : nnx::none},
                              {"heads", model ? nnx::SpecEntry("model") : nnx::none},
                              {"mlp", model ? nnx::SpecEntry("model") : nnx::none},
-                             {"embed", nnx::none}, {"kv", nnx::none}, {"vocab", nnx::none}});
+                             {"embed", nnx::none}, {"kv", nnx::none}, {"vocab", nnx::none},
+                             {"seq", nnx::none}});
 }
 
 // Inputs are each window's first seq characters, targets the next ones.

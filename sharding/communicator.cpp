@@ -21,6 +21,7 @@ namespace detail {
 
 struct CommImpl {
   MPI_Comm comm = MPI_COMM_NULL;
+  std::string name;  // the Communicator's, for messages
   bool owned = false;
   int rank = 0;
   int size = 1;
@@ -119,7 +120,7 @@ bool fingerprints_match(const detail::CommImpl& c, const char* op, const at::Ten
   for (int64_t d = 0; d < t.dim(); ++d) mix(static_cast<uint64_t>(t.size(d)));
   const int64_t fp = static_cast<int64_t>(h >> 1);  // non-negative, so -fp is safe
   std::array<int64_t, 2> both{fp, -fp};             // max of fp and of -fp: min == max?
-  run(c, "(fingerprint)", "MPI_Iallreduce", [&](MPI_Request* r) {
+  run(c, c.name, op, [&](MPI_Request* r) {
     return MPI_Iallreduce(MPI_IN_PLACE, both.data(), 2, MPI_INT64_T, MPI_MAX, c.comm, r);
   });
   return both[0] == -both[1];
@@ -129,8 +130,11 @@ bool fingerprints_match(const detail::CommImpl& c, const char* op, const at::Ten
 // always, and in full (every rank's call listed) in debug mode or when fingerprints differ.
 void agree(const detail::CommImpl& c, const char* op, const at::Tensor& t, int64_t extra) {
   if (c.size == 1) return;
-  if (!Communicator::checking() && (!fingerprinting() || fingerprints_match(c, op, t, extra)))
-    return;
+  bool fingerprints_differ = false;
+  if (!Communicator::checking()) {
+    if (!fingerprinting() || fingerprints_match(c, op, t, extra)) return;
+    fingerprints_differ = true;
+  }
   constexpr int kWords = 12;
   std::array<int64_t, kWords> mine{};
   mine[0] = static_cast<int64_t>(std::hash<std::string>{}(op) & 0x7fffffff);
@@ -139,14 +143,14 @@ void agree(const detail::CommImpl& c, const char* op, const at::Tensor& t, int64
   mine[3] = extra;
   for (int64_t d = 0; d < std::min<int64_t>(t.dim(), kWords - 4); ++d) mine[4 + d] = t.size(d);
   std::vector<int64_t> all(kWords * c.size);
-  run(c, "(agreement check)", "MPI_Iallgather", [&](MPI_Request* r) {
+  run(c, c.name, op, [&](MPI_Request* r) {
     return MPI_Iallgather(mine.data(), kWords, MPI_INT64_T, all.data(), kWords, MPI_INT64_T, c.comm,
                           r);
   });
   bool same = true;
   for (int r = 1; r < c.size && same; ++r)
     same = std::equal(all.begin(), all.begin() + kWords, all.begin() + r * kWords);
-  if (same) return;
+  if (same && !fingerprints_differ) return;  // differing fingerprints are never let through
   std::string table;
   for (int r = 0; r < c.size; ++r) {
     const int64_t* s = all.data() + r * kWords;
@@ -174,6 +178,7 @@ std::vector<Communicator>& registry() {
 
 Communicator::Communicator(std::shared_ptr<detail::CommImpl> impl, std::string name)
     : impl_(std::move(impl)), name_(std::move(name)) {
+  impl_->name = name_;
   std::lock_guard<std::mutex> lock(registry_mutex);
   id_ = static_cast<int64_t>(registry().size());
   registry().push_back(*this);
@@ -446,7 +451,8 @@ void Communicator::barrier() const {
 
 Communicator Communicator::duplicate(std::string name) const {
   auto impl = std::make_shared<detail::CommImpl>();
-  check(MPI_Comm_dup(impl_->comm, &impl->comm), "MPI_Comm_dup");
+  run(*impl_, name_, "duplicate",
+      [&](MPI_Request* r) { return MPI_Comm_idup(impl_->comm, &impl->comm, r); });
   impl->owned = true;
   impl->rank = impl_->rank;
   impl->size = impl_->size;
@@ -455,6 +461,7 @@ Communicator Communicator::duplicate(std::string name) const {
 
 Communicator Communicator::split(int color, int key, std::string name) const {
   auto impl = std::make_shared<detail::CommImpl>();
+  barrier();  // bounded: MPI_Comm_split itself has no nonblocking form to wait on
   check(MPI_Comm_split(impl_->comm, color, key, &impl->comm), "MPI_Comm_split");
   impl->owned = true;
   MPI_Comm_rank(impl->comm, &impl->rank);

@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 namespace nnx {
@@ -19,6 +20,9 @@ void ensure_mpi() {
   if (initialized) return;
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  if (provided < MPI_THREAD_MULTIPLE)
+    std::fprintf(stderr, "nnx: this MPI library gives thread level %d, not MPI_THREAD_MULTIPLE; "
+                         "asynchronous checkpoint saves will be refused\n", provided);
   start_exit_protocol();
   std::atexit(finish_exit_protocol);
 }

@@ -24,6 +24,13 @@ int open_for_reading(const std::string& path, int64_t* size_bytes) {
   return fd;
 }
 
+CloseOnError::~CloseOnError() {
+  if (fd_ != nullptr && *fd_ >= 0) {
+    ::close(*fd_);
+    *fd_ = -1;
+  }
+}
+
 void read_at(int fd, void* out, int64_t bytes, int64_t offset, const std::string& path) {
   auto* p = static_cast<char*>(out);
   while (bytes > 0) {

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace nnx::detail {
 
@@ -40,12 +41,13 @@ bool is_member(MPI_Comm comm, int world_rank) {
 }  // namespace
 
 void wait_for(MPI_Request* request, MPI_Comm comm, const char* op, const char* comm_name,
-              bool watch_departures) {
+              bool watch_departures, double timeout_seconds) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  const double timeout = collective_timeout_seconds();
+  const double timeout = timeout_seconds > 0 ? timeout_seconds : collective_timeout_seconds();
   std::optional<Clock::time_point> departure_seen;
-  std::optional<bool> departed_is_member;
+  int departed_member = -1;
+  size_t departures_checked = 0;
   for (unsigned spins = 0;; ++spins) {
     int done = 0;
     MPI_Test(request, &done, MPI_STATUS_IGNORE);
@@ -53,14 +55,18 @@ void wait_for(MPI_Request* request, MPI_Comm comm, const char* op, const char* c
     if (spins % 256 != 255) continue;
     std::this_thread::yield();  // ranks may share cores
     const auto now = Clock::now();
-    if (watch_departures && !departure_seen && departed_rank() >= 0) {
-      if (!departed_is_member) departed_is_member = is_member(comm, departed_rank());
-      if (*departed_is_member) departure_seen = now;
+    if (watch_departures && !departure_seen) {
+      const std::vector<int> departed = departed_ranks();
+      for (; departures_checked < departed.size() && !departure_seen; ++departures_checked)
+        if (is_member(comm, departed[departures_checked])) {
+          departed_member = departed[departures_checked];
+          departure_seen = now;
+        }
     }
     if (departure_seen && now - *departure_seen > std::chrono::seconds(2))
       abort_job(fmt::format("rank {} has left main while this rank waits in {} over '{}', which "
                             "it will never join; ending the job (a rank skipped a collective, or "
-                            "returned early after an error)", departed_rank(), op, comm_name));
+                            "returned early after an error)", departed_member, op, comm_name));
     if (std::chrono::duration<double>(now - start).count() > timeout)
       abort_job(fmt::format("{} over '{}' has waited {:.0f} s (NNX_COLLECTIVE_TIMEOUT): some rank "
                             "never reached it, or reached another collective; ending the job "

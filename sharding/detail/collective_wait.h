@@ -10,8 +10,9 @@ namespace nnx::detail {
 
 // Like MPI_Wait for an operation on `comm`; `op` and `comm_name` name the call in the message.
 // `watch_departures`: end the job if a member of `comm` has left main (not for the exit barrier).
+// `timeout_seconds`: 0 means collective_timeout_seconds().
 void wait_for(MPI_Request* request, MPI_Comm comm, const char* op, const char* comm_name,
-              bool watch_departures = true);
+              bool watch_departures = true, double timeout_seconds = 0);
 // Seconds a collective may wait: NNX_COLLECTIVE_TIMEOUT, else 300.
 double collective_timeout_seconds();
 

@@ -19,11 +19,23 @@ namespace {
 
 constexpr int kGoodbyeTag = 77;
 MPI_Comm goodbye_comm = MPI_COMM_NULL;
-MPI_Request first_goodbye = MPI_REQUEST_NULL;
-int first_goodbye_from = -1;
-std::atomic<int> departed{-1};
-std::mutex goodbye_mutex;  // MPI_Test on one request from one thread at a time
+MPI_Request next_goodbye = MPI_REQUEST_NULL;  // re-posted after each goodbye
+int next_goodbye_from = -1;
+std::vector<int> departed;  // guarded by goodbye_mutex
+std::mutex goodbye_mutex;   // MPI_Test on one request from one thread at a time
 int rank = 0, size = 1;
+
+void post_goodbye_receive() {
+  MPI_Irecv(&next_goodbye_from, 1, MPI_INT, MPI_ANY_SOURCE, kGoodbyeTag, goodbye_comm,
+            &next_goodbye);
+}
+
+double exit_timeout_seconds() {
+  const char* env = std::getenv("NNX_EXIT_TIMEOUT");
+  char* end = nullptr;
+  const double value = env ? std::strtod(env, &end) : 0;
+  return (env && *end == '\0' && value > 0) ? value : 3600.0;
+}
 
 void on_terminate() {
   std::string message = "std::terminate called without an active exception";
@@ -57,42 +69,47 @@ void start_exit_protocol() {
   std::set_terminate(on_terminate);
   if (size == 1) return;
   MPI_Comm_dup(MPI_COMM_WORLD, &goodbye_comm);
-  MPI_Irecv(&first_goodbye_from, 1, MPI_INT, MPI_ANY_SOURCE, kGoodbyeTag, goodbye_comm,
-            &first_goodbye);
+  post_goodbye_receive();
 }
 
-int departed_rank() {
-  if (departed.load() >= 0 || goodbye_comm == MPI_COMM_NULL) return departed.load();
-  std::unique_lock lock(goodbye_mutex, std::try_to_lock);
-  if (!lock.owns_lock() || first_goodbye == MPI_REQUEST_NULL) return departed.load();
-  int done = 0;
-  MPI_Test(&first_goodbye, &done, MPI_STATUS_IGNORE);
-  if (done) departed = first_goodbye_from;
-  return departed.load();
+std::vector<int> departed_ranks() {
+  if (goodbye_comm == MPI_COMM_NULL) return {};
+  std::lock_guard lock(goodbye_mutex);
+  while (next_goodbye != MPI_REQUEST_NULL && static_cast<int>(departed.size()) < size - 1) {
+    int done = 0;
+    MPI_Test(&next_goodbye, &done, MPI_STATUS_IGNORE);
+    if (!done) break;
+    departed.push_back(next_goodbye_from);
+    if (static_cast<int>(departed.size()) < size - 1) post_goodbye_receive();
+  }
+  return departed;
 }
 
 void finish_exit_protocol() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;  // the program finalized MPI itself
   if (goodbye_comm != MPI_COMM_NULL) {
     std::vector<MPI_Request> sends(size, MPI_REQUEST_NULL);
     for (int r = 0; r < size; ++r)
       if (r != rank) MPI_Isend(&rank, 1, MPI_INT, r, kGoodbyeTag, goodbye_comm, &sends[r]);
     MPI_Request barrier;
     MPI_Ibarrier(goodbye_comm, &barrier);
-    wait_for(&barrier, goodbye_comm, "the exit barrier", "world", /*watch_departures=*/false);
-    // Everyone has sent its goodbyes: receive them all, so nothing is left in flight.
+    wait_for(&barrier, goodbye_comm, "the exit barrier", "world", /*watch_departures=*/false,
+             exit_timeout_seconds());
+    // Everyone has sent its goodbyes: receive the rest, so nothing is left in flight.
     {
       std::lock_guard lock(goodbye_mutex);
-      MPI_Wait(&first_goodbye, MPI_STATUS_IGNORE);
+      while (static_cast<int>(departed.size()) < size - 1) {
+        MPI_Wait(&next_goodbye, MPI_STATUS_IGNORE);
+        departed.push_back(next_goodbye_from);
+        if (static_cast<int>(departed.size()) < size - 1) post_goodbye_receive();
+      }
     }
-    std::vector<int> from(size);
-    for (int r = 0; r < size - 2; ++r)
-      MPI_Recv(&from[r], 1, MPI_INT, MPI_ANY_SOURCE, kGoodbyeTag, goodbye_comm, MPI_STATUS_IGNORE);
     MPI_Waitall(size, sends.data(), MPI_STATUSES_IGNORE);
     MPI_Comm_free(&goodbye_comm);
   }
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  MPI_Finalize();
 }
 
 }  // namespace nnx::detail

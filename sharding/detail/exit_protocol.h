@@ -4,15 +4,17 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace nnx::detail {
 
 // At MPI start-up (nnx's own): the terminate handler and the goodbye listener.
 void start_exit_protocol();
-// At exit: goodbyes, a barrier bounded by the collective timeout, then MPI_Finalize.
+// At exit: goodbyes, a barrier bounded by NNX_EXIT_TIMEOUT seconds (3600 by default: ranks may
+// finish their own work at their own pace), then MPI_Finalize (unless the program did).
 void finish_exit_protocol();
-// The rank that has said goodbye while this one still runs, or -1.
-int departed_rank();
+// The ranks that have said goodbye so far, in the order their goodbyes arrived.
+std::vector<int> departed_ranks();
 // Prints "nnx: rank R: message" on stderr and ends the whole job with `status` (MPI_Abort).
 [[noreturn]] void abort_job(const std::string& message, int status = 1);
 

@@ -137,6 +137,36 @@ TEST_CASE("a slice of a source reads its own range of records") {
                     Contains("table: the slice [5, 11) does not fit its 10 records"));
 }
 
+namespace {
+// Fails on the first read of record 5, then reads normally (a passing I/O error).
+class FlakySource : public TensorSource {
+ public:
+  using TensorSource::TensorSource;
+  at::Tensor read(const std::vector<int64_t>& indices) const override {
+    for (int64_t i : indices)
+      if (i == 5 && !failed_.exchange(true)) throw nnx::Error("transient read error at record 5");
+    return TensorSource::read(indices);
+  }
+
+ private:
+  mutable std::atomic<bool> failed_{false};
+};
+}  // namespace
+
+TEST_CASE("a read error is thrown by next, and the next call reads that batch again") {
+  for (int prefetch : {0, 2}) {
+    DataLoader loader({{"y", std::make_shared<FlakySource>(torch::arange(8))}},
+                      {.global_batch = 2, .shuffle = false, .prefetch = prefetch});
+    REQUIRE(loader.next());
+    REQUIRE(loader.next());
+    CHECK_THROWS_WITH(loader.next(), Contains("transient read error at record 5"));
+    CHECK(loader.position() == 2);
+    auto retried = loader.next();  // used to wait forever with a prefetch thread
+    REQUIRE(retried);
+    CHECK(torch::equal((*retried)["y"].local(), torch::tensor({4, 5}, torch::kLong)));
+  }
+}
+
 TEST_CASE("sources of different lengths and bad options are errors naming them") {
   CHECK_THROWS_WITH(DataLoader({{"x", std::make_shared<TensorSource>(features(10), "images")},
                                 {"y", std::make_shared<TensorSource>(torch::arange(9), "labels")}},
@@ -144,6 +174,9 @@ TEST_CASE("sources of different lengths and bad options are errors naming them")
                     Contains("source 'y' (labels) holds 9 records but 'x' (images) holds 10"));
   CHECK_THROWS_WITH(DataLoader(sources(10), {.global_batch = 2, .prefetch = -1}),
                     Contains("prefetch must be non-negative"));
+  CHECK_THROWS_WITH(DataLoader({{"mask", std::make_shared<TensorSource>(features(4))}},
+                               {.global_batch = 2}),
+                    Contains("a source may not be called 'mask'"));
 }
 
 TEST_CASE("a token file yields windows of seq_len + 1 tokens, read by offset") {
@@ -163,6 +196,10 @@ TEST_CASE("a token file yields windows of seq_len + 1 tokens, read by offset") {
                     Contains("10 tokens cannot fill one record of seq_len + 1 = 11 tokens"));
   CHECK_THROWS_WITH(nnx::data::TokenFile(dir.file("t.txt"), {.seq_len = 2, .end = 11}),
                     Contains("the token range [0, 11) does not fit the file's 10 tokens"));
+  // 2-byte tokens are unsigned, little-endian: FF FF is 65535, 02 01 is 258, 00 80 is 32768.
+  nnx_test::write_bytes(dir.file("wide.bin"), {0xFF, 0xFF, 0x02, 0x01, 0x00, 0x80});
+  nnx::data::TokenFile wide(dir.file("wide.bin"), {.seq_len = 2, .token_dtype = torch::kShort});
+  CHECK(torch::equal(wide.read({0})[0], torch::tensor({65535, 258, 32768}, torch::kLong)));
   nnx_test::write_bytes(dir.file("odd.bin"), {1, 2, 3});
   CHECK_THROWS_WITH(nnx::data::TokenFile(dir.file("odd.bin"),
                                          {.seq_len = 1, .token_dtype = torch::kShort}),

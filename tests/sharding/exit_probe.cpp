@@ -27,6 +27,13 @@ int main(int argc, char** argv) {
       return 0;
     }
     nnx::gather(x);
+  } else if (mode == "second_leaver") {  // 3 ranks: rank 2 finishes, then rank 1 leaves early
+    auto pair = nnx::Communicator::world().split(rank < 2 ? 0 : 1, rank, "pair");
+    if (rank == 2) return 0;                 // not a member of rank 0's pair: fine
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    if (rank == 1) return 0;                 // a member: rank 0 must notice this goodbye too
+    auto t = torch::ones({4});
+    pair.all_reduce_(t);
   } else if (mode == "slow_finish") {  // rank 0 works alone after the last collective: fine
     if (rank == 0) std::this_thread::sleep_for(std::chrono::seconds(4));
   } else if (mode != "normal") {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # How jobs end (nnx's exit protocol, on 2 ranks): an uncaught error prints once, with its rank, and
 # ends every rank with status 1; a rank that returns from main while another waits in a
-# collective ends the job within seconds; a collective that one rank never reaches ends the job
+# collective ends the job within seconds (also when another rank, outside that collective, left
+# first); a collective that one rank never reaches ends the job
 # after NNX_COLLECTIVE_TIMEOUT; normal and unevenly finishing jobs exit 0.
 # usage: exit_test.sh PATH/TO/nnx_exit_probe MPIRUN
 set -uo pipefail
@@ -12,12 +13,13 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 failures=0
 
-# expect MODE STATUS MAX_SECONDS PATTERN [env...]
+# expect MODE STATUS MAX_SECONDS PATTERN [env...]  (RANKS=3 in env for 3 ranks)
 expect() {
   local mode=$1 want=$2 max=$3 pattern=$4
   shift 4
-  local start=$SECONDS
-  env "$@" timeout 120 "$mpirun" -np 2 --oversubscribe "$probe" "$mode" > "$log" 2>&1
+  local start=$SECONDS ranks=2
+  for e in "$@"; do [[ $e == RANKS=* ]] && ranks=${e#RANKS=}; done
+  env "$@" timeout 120 "$mpirun" -np "$ranks" --oversubscribe "$probe" "$mode" > "$log" 2>&1
   local got=$? took=$((SECONDS - start))
   local ok=1
   if [ "$want" = nonzero ]; then [ "$got" -ne 0 ] && [ "$got" -ne 124 ] || ok=0
@@ -41,6 +43,7 @@ if grep -q "terminate called\|Backtrace\|backtrace" "$log"; then
 fi
 expect early_return nonzero 30 "nnx: rank 0: rank 1 has left main while this rank waits in"
 expect skipped nonzero 30 "has waited 3 s (NNX_COLLECTIVE_TIMEOUT)" NNX_COLLECTIVE_TIMEOUT=3
+expect second_leaver nonzero 30 "nnx: rank 0: rank 1 has left main while this rank waits in all_reduce over 'pair'" RANKS=3
 expect normal 0 30 "finished normal"
 expect slow_finish 0 30 "finished slow_finish"
 exit $((failures > 0))
