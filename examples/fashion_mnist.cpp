@@ -4,6 +4,7 @@
 // resume, and a PNG of the curves. `tools/demo.sh` runs it; `--help` lists the flags.
 #include <nnx/nnx.h>
 
+#include "common/checkpoints.h"
 #include "common/flags.h"
 #include "common/progress_bar.h"
 
@@ -115,127 +116,122 @@ int main(int argc, char** argv) {
     flags.fail(lead, fmt::format("--model-parallel {} does not divide the {} ranks", model_ways,
                                  nnx::world_size()));
 
-  try {
-    auto mesh = nnx::make_mesh({nnx::world_size() / model_ways, model_ways}, {"data", "model"});
-    const std::string dir = flags.str("data-dir") + "/";
-    std::shared_ptr<const nnx::data::Source> train_images =
-        std::make_shared<nnx::data::IdxFile>(dir + "train-images-idx3-ubyte.gz");
-    std::shared_ptr<const nnx::data::Source> train_labels =
-        std::make_shared<nnx::data::IdxFile>(dir + "train-labels-idx1-ubyte.gz");
-    const int64_t records = flags.integer("train-records", 1);
-    if (records < train_images->size()) {
-      train_images = nnx::data::slice(train_images, 0, records);
-      train_labels = nnx::data::slice(train_labels, 0, records);
-    }
-    nnx::data::DataLoader train({{"image", train_images}, {"label", train_labels}},
-                                {.global_batch = batch, .sharding = {{mesh, P("data")}},
-                                 .seed = static_cast<uint64_t>(flags.integer("seed")),
-                                 .map = prepare});
-    nnx::data::DataLoader test(
-        {{"image", std::make_shared<nnx::data::IdxFile>(dir + "t10k-images-idx3-ubyte.gz")},
-         {"label", std::make_shared<nnx::data::IdxFile>(dir + "t10k-labels-idx1-ubyte.gz")}},
-        {.global_batch = 1000, .sharding = {{mesh, P("data")}}, .shuffle = false,
-         .remainder = nnx::data::Remainder::pad, .map = prepare});
+  auto mesh = nnx::make_mesh({nnx::world_size() / model_ways, model_ways}, {"data", "model"});
+  const std::string dir = flags.str("data-dir") + "/";
+  std::shared_ptr<const nnx::data::Source> train_images =
+      std::make_shared<nnx::data::IdxFile>(dir + "train-images-idx3-ubyte.gz");
+  std::shared_ptr<const nnx::data::Source> train_labels =
+      std::make_shared<nnx::data::IdxFile>(dir + "train-labels-idx1-ubyte.gz");
+  const int64_t records = flags.integer("train-records", 1);
+  if (records < train_images->size()) {
+    train_images = nnx::data::slice(train_images, 0, records);
+    train_labels = nnx::data::slice(train_labels, 0, records);
+  }
+  nnx::data::DataLoader train({{"image", train_images}, {"label", train_labels}},
+                              {.global_batch = batch, .sharding = {{mesh, P("data")}},
+                               .seed = static_cast<uint64_t>(flags.integer("seed")),
+                               .map = prepare});
+  nnx::data::DataLoader test(
+      {{"image", std::make_shared<nnx::data::IdxFile>(dir + "t10k-images-idx3-ubyte.gz")},
+       {"label", std::make_shared<nnx::data::IdxFile>(dir + "t10k-labels-idx1-ubyte.gz")}},
+      {.global_batch = 1000, .sharding = {{mesh, P("data")}}, .shuffle = false,
+       .remainder = nnx::data::Remainder::pad, .map = prepare});
 
-    // Each rank computes only its blocks of the parameters.
-    nnx::MeshContext on(mesh);
-    nnx::Rngs rngs(flags.integer("seed"), {{"dropout", flags.integer("seed") + 1}});
-    Classifier model(flags.integer("hidden", 1), flags.number("dropout"), rngs);
-    const int64_t total_steps = epochs * train.steps_per_epoch();
-    nnx::optim::Optimizer opt(
-        model, nnx::optim::adamw(nnx::optim::warmup_cosine_decay_schedule(
-                   0.0, flags.number("lr"), std::min<int64_t>(200, total_steps / 10), total_steps)));
+  // Each rank computes only its blocks of the parameters.
+  nnx::MeshContext on(mesh);
+  nnx::Rngs rngs(flags.integer("seed"), {{"dropout", flags.integer("seed") + 1}});
+  Classifier model(flags.integer("hidden", 1), flags.number("dropout"), rngs);
+  const int64_t total_steps = epochs * train.steps_per_epoch();
+  nnx::optim::Optimizer opt(
+      model, nnx::optim::adamw(nnx::optim::warmup_cosine_decay_schedule(
+                 0.0, flags.number("lr"), std::min<int64_t>(200, total_steps / 10), total_steps)));
 
-    ckpt::CheckpointManager manager((out / "checkpoints").string(),
-                                    {.max_to_keep = 2, .async = true});
-    nnx::metrics::MultiMetric train_metrics({{"loss", nnx::metrics::Average("loss")},
-                                             {"accuracy", nnx::metrics::Accuracy()}});
-    auto everything = [&] {  // what an exact resume needs
-      return ckpt::combine({{"model", nnx::state(model)}, {"opt", opt.state()},
-                            {"data", train.state()}, {"metrics", train_metrics.state()}});
-    };
-    if (flags.on("resume")) {
-      auto step = manager.latest_step();
-      if (!step) NNX_FAIL("--resume: no checkpoint in {}", (out / "checkpoints").string());
-      auto restored = manager.restore(*step, everything());
-      nnx::update(model, ckpt::part(restored, "model"));
-      opt.load_state(ckpt::part(restored, "opt"));
-      train.load_state(ckpt::part(restored, "data"));
-      train_metrics.load_state(ckpt::part(restored, "metrics"));
-      if (lead) {
-        truncate_log(out / "losses.csv", *step);
-        truncate_log(out / "epochs.csv", train.epoch());  // epochs done
-        fmt::print("resumed from step {} (epoch {}, batch {})\n", *step, train.epoch(),
-                   train.position());
-      }
-    } else if (lead) {
-      fs::create_directories(out);
-      std::ofstream(out / "losses.csv") << "step,epoch,loss\n";
-      std::ofstream(out / "epochs.csv") << "epoch,train_loss,train_accuracy,test_accuracy,test_loss\n";
-    }
-    if (lead)
-      fmt::print("Fashion-MNIST: {} train records, batch {} over {}, {} parameters, {} steps\n",
-                 train.num_records(), batch, mesh->to_string(),
-                 nnx::state(model, nnx::OfType<nnx::Param>).numel(), total_steps);
-    std::fflush(stdout);
-
-    std::ofstream losses;
-    if (lead) losses.open(out / "losses.csv", std::ios::app);
-    while (train.epoch() < epochs) {
-      const int64_t epoch = train.epoch();
-      model.train();
-      if (train.position() == 0) train_metrics.reset();  // else resumed mid-epoch
-      examples::ProgressBar bar(fmt::format("epoch {}/{}", epoch + 1, epochs),
-                                train.steps_per_epoch(), batch, lead, train.position());
-      while (auto b = train.next()) {
-        const nnx::Array& images = (*b)["image"];
-        const nnx::Array& labels = (*b)["label"];
-        auto [loss, logits, grads] = nnx::value_and_grad(
-            [&](Classifier& m) {
-              nnx::Array logits = m(images);
-              return std::pair(nnx::cross_entropy(logits, labels), logits);
-            },
-            model);
-        opt.update(model, grads);
-        train_metrics.update({{"loss", loss}, {"logits", logits}, {"labels", labels}});
-        const float loss_value = nnx::gather(loss).item<float>();  // the whole mean, every rank
-        if (lead) losses << fmt::format("{},{},{:.9g}\n", opt.step(), epoch, loss_value);
-        bar.update(train.position(), loss_value);
-        if (opt.step() == stop_after) {
-          manager.save(opt.step(), everything());
-          manager.wait_until_finished();
-          if (lead) fmt::print("\nstopped after step {}; continue with --resume\n", opt.step());
-          return 0;
-        }
-      }
-      model.eval();
-      nnx::metrics::Accuracy test_accuracy;
-      nnx::metrics::Average test_loss("loss");
-      while (auto t = test.next()) {
-        nnx::Array logits = model((*t)["image"]);
-        test_accuracy.update({{"logits", logits}, {"labels", (*t)["label"]}, {"mask", t->mask}});
-        // Batches of 1000 divide the 10000 test records: the mean loss needs no mask.
-        test_loss.update({{"loss", nnx::cross_entropy(logits, (*t)["label"])}});
-      }
-      auto tr = train_metrics.compute();
-      if (lead) {
-        losses.flush();
-        std::ofstream(out / "epochs.csv", std::ios::app)
-            << fmt::format("{},{:.6f},{:.6f},{:.6f},{:.6f}\n", epoch + 1, tr["loss"],
-                           tr["accuracy"], test_accuracy.compute(), test_loss.compute());
-        fmt::print("epoch {}: train loss {:.4f}, train accuracy {:.2f}%, test accuracy {:.2f}%\n",
-                   epoch + 1, tr["loss"], 100 * tr["accuracy"], 100 * test_accuracy.compute());
-      }
-      manager.save(opt.step(), everything());  // model, optimizer and loader: an exact resume point
-    }
-    manager.wait_until_finished();
+  ckpt::CheckpointManager manager((out / "checkpoints").string(),
+                                  {.max_to_keep = 2, .async = true});
+  nnx::metrics::MultiMetric train_metrics({{"loss", nnx::metrics::Average("loss")},
+                                           {"accuracy", nnx::metrics::Accuracy()}});
+  auto everything = [&] {  // what an exact resume needs
+    return ckpt::combine({{"model", nnx::state(model)}, {"opt", opt.state()},
+                          {"data", train.state()}, {"metrics", train_metrics.state()}});
+  };
+  if (flags.on("resume")) {
+    const int64_t step = examples::latest_step_or_fail(manager, "--resume",
+                                                         (out / "checkpoints").string());
+    auto restored = manager.restore(step, everything());
+    nnx::update(model, ckpt::part(restored, "model"));
+    opt.load_state(ckpt::part(restored, "opt"));
+    train.load_state(ckpt::part(restored, "data"));
+    train_metrics.load_state(ckpt::part(restored, "metrics"));
     if (lead) {
-      fmt::print("checkpoints: {}\n", (out / "checkpoints").string());
-      plot(out);
+      truncate_log(out / "losses.csv", step);
+      truncate_log(out / "epochs.csv", train.epoch());  // epochs done
+      fmt::print("resumed from step {} (epoch {}, batch {})\n", step, train.epoch(),
+                 train.position());
     }
-  } catch (const nnx::Error& e) {
-    std::fprintf(stderr, "rank %d: %s\n", nnx::world_rank(), e.what());
-    return 1;
+  } else if (lead) {
+    fs::create_directories(out);
+    std::ofstream(out / "losses.csv") << "step,epoch,loss\n";
+    std::ofstream(out / "epochs.csv") << "epoch,train_loss,train_accuracy,test_accuracy,test_loss\n";
+  }
+  if (lead)
+    fmt::print("Fashion-MNIST: {} train records, batch {} over {}, {} parameters, {} steps\n",
+               train.num_records(), batch, mesh->to_string(),
+               nnx::state(model, nnx::OfType<nnx::Param>).numel(), total_steps);
+  std::fflush(stdout);
+
+  std::ofstream losses;
+  if (lead) losses.open(out / "losses.csv", std::ios::app);
+  while (train.epoch() < epochs) {
+    const int64_t epoch = train.epoch();
+    model.train();
+    if (train.position() == 0) train_metrics.reset();  // else resumed mid-epoch
+    examples::ProgressBar bar(fmt::format("epoch {}/{}", epoch + 1, epochs),
+                              train.steps_per_epoch(), batch, lead, train.position());
+    while (auto b = train.next()) {
+      const nnx::Array& images = (*b)["image"];
+      const nnx::Array& labels = (*b)["label"];
+      auto [loss, logits, grads] = nnx::value_and_grad(
+          [&](Classifier& m) {
+            nnx::Array logits = m(images);
+            return std::pair(nnx::cross_entropy(logits, labels), logits);
+          },
+          model);
+      opt.update(model, grads);
+      train_metrics.update({{"loss", loss}, {"logits", logits}, {"labels", labels}});
+      const float loss_value = nnx::gather(loss).item<float>();  // the whole mean, every rank
+      if (lead) losses << fmt::format("{},{},{:.9g}\n", opt.step(), epoch, loss_value);
+      bar.update(train.position(), loss_value);
+      if (opt.step() == stop_after) {
+        manager.save(opt.step(), everything());
+        manager.wait_until_finished();
+        if (lead) fmt::print("\nstopped after step {}; continue with --resume\n", opt.step());
+        return 0;
+      }
+    }
+    model.eval();
+    nnx::metrics::Accuracy test_accuracy;
+    nnx::metrics::Average test_loss("loss");
+    while (auto t = test.next()) {
+      nnx::Array logits = model((*t)["image"]);
+      test_accuracy.update({{"logits", logits}, {"labels", (*t)["label"]}, {"mask", t->mask}});
+      // Batches of 1000 divide the 10000 test records: the mean loss needs no mask.
+      test_loss.update({{"loss", nnx::cross_entropy(logits, (*t)["label"])}});
+    }
+    auto tr = train_metrics.compute();
+    if (lead) {
+      losses.flush();
+      std::ofstream(out / "epochs.csv", std::ios::app)
+          << fmt::format("{},{:.6f},{:.6f},{:.6f},{:.6f}\n", epoch + 1, tr["loss"],
+                         tr["accuracy"], test_accuracy.compute(), test_loss.compute());
+      fmt::print("epoch {}: train loss {:.4f}, train accuracy {:.2f}%, test accuracy {:.2f}%\n",
+                 epoch + 1, tr["loss"], 100 * tr["accuracy"], 100 * test_accuracy.compute());
+    }
+    manager.save(opt.step(), everything());  // model, optimizer and loader: an exact resume point
+  }
+  manager.wait_until_finished();
+  if (lead) {
+    fmt::print("checkpoints: {}\n", (out / "checkpoints").string());
+    plot(out);
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 //   mpirun -np 2 build/examples/gpt --layout tp --generate 200 --prompt "The meaning of life"
 #include <nnx/nnx.h>
 
+#include "common/checkpoints.h"
 #include "common/flags.h"
 #include "common/progress_bar.h"
 
@@ -175,120 +176,115 @@ int main(int argc, char** argv) {
   const int64_t steps = flags.integer("steps", 1), batch = flags.integer("batch", 1);
   const int64_t stop_after = flags.integer("stop-after-step", 0);
 
-  try {
-    auto mesh = make_layout_mesh(layout, model_ways);
-    nnx::LogicalAxisRules rules(layout_rules(layout));
-    nnx::MeshContext on(mesh);  // every rank computes only its blocks of the parameters
-    nnx::Rngs rngs(flags.integer("seed"));
-    GPT model(config, rngs);
-    ckpt::CheckpointManager manager((out / "checkpoints").string(), {.max_to_keep = 2});
+  auto mesh = make_layout_mesh(layout, model_ways);
+  nnx::LogicalAxisRules rules(layout_rules(layout));
+  nnx::MeshContext on(mesh);  // every rank computes only its blocks of the parameters
+  nnx::Rngs rngs(flags.integer("seed"));
+  GPT model(config, rngs);
+  ckpt::CheckpointManager manager((out / "checkpoints").string(), {.max_to_keep = 2});
 
-    if (const int64_t n = flags.integer("generate", 0); n > 0) {
-      auto step = manager.latest_step();
-      if (!step) NNX_FAIL("--generate: no checkpoint in {}", (out / "checkpoints").string());
-      // The checkpoint may come from any mesh: restore lays it out as this model's variables.
-      auto restored = manager.restore(*step, ckpt::combine({{"model", nnx::state(model)}}));
-      nnx::update(model, ckpt::part(restored, "model"));
-      model.eval();
-      const std::string prompt = flags.str("prompt");
-      std::vector<int64_t> context(prompt.begin(), prompt.end());
-      auto key = nnx::random::key(flags.integer("seed"));
-      for (int64_t i = 0; i < n; ++i)
-        context.push_back(next_token(model, context, config.max_len, flags.number("temperature"),
-                                     nnx::random::fold_in(key, static_cast<uint32_t>(i))));
-      std::string shown;  // bytes outside printable ASCII shown as '?'
-      for (int64_t t : context) shown += (t == '\n' || (t >= 32 && t < 127)) ? char(t) : '?';
-      if (lead) fmt::print("[step {} on {}]\n{}\n", *step, mesh->to_string(), shown);
-      return 0;
-    }
-
-    // 90% of the text trains, the rest measures validation loss.
-    const int64_t seq = config.max_len;
-    const std::string text = flags.str("text");
-    auto whole = nnx::data::TokenFile(text, {.seq_len = seq});
-    const int64_t split = whole.num_tokens() * 9 / 10;
-    auto train_tokens =
-        std::make_shared<nnx::data::TokenFile>(text, nnx::data::TokenFileOptions{.seq_len = seq, .end = split});
-    auto val_tokens =
-        std::make_shared<nnx::data::TokenFile>(text, nnx::data::TokenFileOptions{.seq_len = seq, .begin = split});
-    const nnx::NamedSharding batch_layout{mesh, nnx::apply_rules(P("batch"), layout_rules(layout))};
-    nnx::data::DataLoader train({{"window", train_tokens}},
-                                {.global_batch = batch, .sharding = batch_layout,
-                                 .seed = static_cast<uint64_t>(flags.integer("seed")),
-                                 .map = split_window});
-    nnx::data::DataLoader validation({{"window", val_tokens}},
-                                     {.global_batch = batch, .sharding = batch_layout,
-                                      .shuffle = false, .map = split_window});
-
-    nnx::optim::Optimizer opt(
-        model, nnx::optim::chain({nnx::optim::clip_by_global_norm(1.0),
-                                  nnx::optim::adamw(nnx::optim::warmup_cosine_decay_schedule(
-                                      0.0, flags.number("lr"), std::max<int64_t>(1, steps / 10),
-                                      steps))}));
-    auto everything = [&] {
-      return ckpt::combine({{"model", nnx::state(model)}, {"opt", opt.state()},
-                            {"data", train.state()}});
-    };
-    if (flags.on("resume")) {
-      auto step = manager.latest_step();
-      if (!step) NNX_FAIL("--resume: no checkpoint in {}", (out / "checkpoints").string());
-      auto restored = manager.restore(*step, everything());
-      nnx::update(model, ckpt::part(restored, "model"));
-      opt.load_state(ckpt::part(restored, "opt"));
-      train.load_state(ckpt::part(restored, "data"));
-      if (lead) fmt::print("resumed from step {}\n", *step);
-    } else if (lead) {
-      fs::create_directories(out);
-      std::ofstream(out / "losses.csv") << "step,loss,grad_norm\n";
-    }
-    if (lead)
-      fmt::print("GPT: {} layers, d_model {}, {} heads, {} parameters, {} compute; {} on {}; "
-                 "{} training windows of {} characters\n",
-                 config.layers, config.d_model, config.heads,
-                 nnx::state(model, nnx::OfType<nnx::Param>).numel(), dtype, layout,
-                 mesh->to_string(), train.num_records(), seq);
-    std::fflush(stdout);
-
-    std::ofstream losses;
-    if (lead) losses.open(out / "losses.csv", std::ios::app);
-    examples::ProgressBar bar("train", steps, batch * seq, lead, opt.step(), "characters");
-    nnx::fallback_count() = 0;
-    while (opt.step() < steps) {
-      auto b = train.next();
-      if (!b) continue;  // a new epoch
-      const nnx::Array& input = (*b)["input"];
-      const nnx::Array& target = (*b)["target"];
-      auto [loss, grads] = nnx::value_and_grad(
-          [&](GPT& m) { return nnx::cross_entropy(m(input), target); }, model);
-      const double grad_norm = nnx::optim::global_norm(grads);
-      opt.update(model, grads);
-      const float loss_value = nnx::gather(loss).item<float>();
-      if (lead) losses << fmt::format("{},{:.9g},{:.9g}\n", opt.step(), loss_value, grad_norm);
-      bar.update(opt.step(), loss_value);
-      if (opt.step() == stop_after) break;
-    }
-    const int64_t fallbacks = nnx::fallback_count();
-    manager.save(opt.step(), everything());
-    if (opt.step() == stop_after) {
-      if (lead) fmt::print("stopped after step {}; continue with --resume\n", opt.step());
-      return 0;
-    }
-
+  if (const int64_t n = flags.integer("generate", 0); n > 0) {
+    const int64_t step = examples::latest_step_or_fail(manager, "--generate",
+                                                         (out / "checkpoints").string());
+    // The checkpoint may come from any mesh: restore lays it out as this model's variables.
+    auto restored = manager.restore(step, ckpt::combine({{"model", nnx::state(model)}}));
+    nnx::update(model, ckpt::part(restored, "model"));
     model.eval();
-    nnx::metrics::Average val_loss("loss");
-    for (int i = 0; i < 8; ++i) {
-      auto b = validation.next();
-      if (!b) break;
-      val_loss.update({{"loss", nnx::cross_entropy(model((*b)["input"]), (*b)["target"])}});
-    }
-    if (lead) {
-      fmt::print("step {}: validation loss {:.4f} (nats per character); ops that gathered a "
-                 "whole array while training: {}\n", opt.step(), val_loss.compute(), fallbacks);
-      fmt::print("checkpoint: {}; generate with --generate 200\n", manager.step_dir(opt.step()));
-    }
-  } catch (const nnx::Error& e) {
-    std::fprintf(stderr, "rank %d: %s\n", nnx::world_rank(), e.what());
-    return 1;
+    const std::string prompt = flags.str("prompt");
+    std::vector<int64_t> context(prompt.begin(), prompt.end());
+    auto key = nnx::random::key(flags.integer("seed"));
+    for (int64_t i = 0; i < n; ++i)
+      context.push_back(next_token(model, context, config.max_len, flags.number("temperature"),
+                                   nnx::random::fold_in(key, static_cast<uint32_t>(i))));
+    std::string shown;  // bytes outside printable ASCII shown as '?'
+    for (int64_t t : context) shown += (t == '\n' || (t >= 32 && t < 127)) ? char(t) : '?';
+    if (lead) fmt::print("[step {} on {}]\n{}\n", step, mesh->to_string(), shown);
+    return 0;
+  }
+
+  // 90% of the text trains, the rest measures validation loss.
+  const int64_t seq = config.max_len;
+  const std::string text = flags.str("text");
+  auto whole = nnx::data::TokenFile(text, {.seq_len = seq});
+  const int64_t split = whole.num_tokens() * 9 / 10;
+  auto train_tokens =
+      std::make_shared<nnx::data::TokenFile>(text, nnx::data::TokenFileOptions{.seq_len = seq, .end = split});
+  auto val_tokens =
+      std::make_shared<nnx::data::TokenFile>(text, nnx::data::TokenFileOptions{.seq_len = seq, .begin = split});
+  const nnx::NamedSharding batch_layout{mesh, nnx::apply_rules(P("batch"), layout_rules(layout))};
+  nnx::data::DataLoader train({{"window", train_tokens}},
+                              {.global_batch = batch, .sharding = batch_layout,
+                               .seed = static_cast<uint64_t>(flags.integer("seed")),
+                               .map = split_window});
+  nnx::data::DataLoader validation({{"window", val_tokens}},
+                                   {.global_batch = batch, .sharding = batch_layout,
+                                    .shuffle = false, .map = split_window});
+
+  nnx::optim::Optimizer opt(
+      model, nnx::optim::chain({nnx::optim::clip_by_global_norm(1.0),
+                                nnx::optim::adamw(nnx::optim::warmup_cosine_decay_schedule(
+                                    0.0, flags.number("lr"), std::max<int64_t>(1, steps / 10),
+                                    steps))}));
+  auto everything = [&] {
+    return ckpt::combine({{"model", nnx::state(model)}, {"opt", opt.state()},
+                          {"data", train.state()}});
+  };
+  if (flags.on("resume")) {
+    const int64_t step = examples::latest_step_or_fail(manager, "--resume",
+                                                         (out / "checkpoints").string());
+    auto restored = manager.restore(step, everything());
+    nnx::update(model, ckpt::part(restored, "model"));
+    opt.load_state(ckpt::part(restored, "opt"));
+    train.load_state(ckpt::part(restored, "data"));
+    if (lead) fmt::print("resumed from step {}\n", step);
+  } else if (lead) {
+    fs::create_directories(out);
+    std::ofstream(out / "losses.csv") << "step,loss,grad_norm\n";
+  }
+  if (lead)
+    fmt::print("GPT: {} layers, d_model {}, {} heads, {} parameters, {} compute; {} on {}; "
+               "{} training windows of {} characters\n",
+               config.layers, config.d_model, config.heads,
+               nnx::state(model, nnx::OfType<nnx::Param>).numel(), dtype, layout,
+               mesh->to_string(), train.num_records(), seq);
+  std::fflush(stdout);
+
+  std::ofstream losses;
+  if (lead) losses.open(out / "losses.csv", std::ios::app);
+  examples::ProgressBar bar("train", steps, batch * seq, lead, opt.step(), "characters");
+  nnx::fallback_count() = 0;
+  while (opt.step() < steps) {
+    auto b = train.next();
+    if (!b) continue;  // a new epoch
+    const nnx::Array& input = (*b)["input"];
+    const nnx::Array& target = (*b)["target"];
+    auto [loss, grads] = nnx::value_and_grad(
+        [&](GPT& m) { return nnx::cross_entropy(m(input), target); }, model);
+    const double grad_norm = nnx::optim::global_norm(grads);
+    opt.update(model, grads);
+    const float loss_value = nnx::gather(loss).item<float>();
+    if (lead) losses << fmt::format("{},{:.9g},{:.9g}\n", opt.step(), loss_value, grad_norm);
+    bar.update(opt.step(), loss_value);
+    if (opt.step() == stop_after) break;
+  }
+  const int64_t fallbacks = nnx::fallback_count();
+  manager.save(opt.step(), everything());
+  if (opt.step() == stop_after) {
+    if (lead) fmt::print("stopped after step {}; continue with --resume\n", opt.step());
+    return 0;
+  }
+
+  model.eval();
+  nnx::metrics::Average val_loss("loss");
+  for (int i = 0; i < 8; ++i) {
+    auto b = validation.next();
+    if (!b) break;
+    val_loss.update({{"loss", nnx::cross_entropy(model((*b)["input"]), (*b)["target"])}});
+  }
+  if (lead) {
+    fmt::print("step {}: validation loss {:.4f} (nats per character); ops that gathered a "
+               "whole array while training: {}\n", opt.step(), val_loss.compute(), fallbacks);
+    fmt::print("checkpoint: {}; generate with --generate 200\n", manager.step_dir(opt.step()));
   }
   return 0;
 }
