@@ -2,6 +2,7 @@
 // parameter's state layout, then the updates added in place (all-gathered for ZeRO parameters).
 #include <nnx/core/error.h>
 #include <nnx/framework/graph.h>
+#include <nnx/optim/detail/fused_stage.h>
 #include <nnx/optim/optimizer.h>
 #include <nnx/optim/zero.h>
 #include <nnx/sharding/redistribute.h>
@@ -66,7 +67,7 @@ State Optimizer::transform_view(const State& params) const {
     }
     RedistributeLabel label(path + " (parameter view for the optimizer)");
     // The parameter is replicated along the added axes: this is a local slice.
-    out.add(path, detail::variable_like(p, redistribute(p.value(), *zero)));
+    out.add(path, nnx::detail::variable_like(p, redistribute(p.value(), *zero)));
   }
   return out;
 }
@@ -128,9 +129,17 @@ void Optimizer::update(Module& model, State grads) {
         value = redistribute(value, want);
       }
     }
-    updates.add(path, detail::variable_like(g, value));
+    updates.add(path, nnx::detail::variable_like(g, value));
   }
-  tx_.update(updates, state_, transform_view(params));
+  State view = transform_view(params);
+  std::shared_ptr<FusedStage> fused;
+  if (tx_.fused && detail::fusable(updates, view))
+    fused = tx_.fused(state_, FusedInputs{updates, view, true});
+  if (fused) {
+    step_fused(*fused, params, updates, view);
+    return;
+  }
+  tx_.update(updates, state_, view);
   i = 0;
   for (auto& [path, p] : params) {
     Array u = updates.at(path).value();
@@ -144,6 +153,29 @@ void Optimizer::update(Module& model, State grads) {
               to_string(u.local().sizes().vec()), to_string(p.tensor().sizes().vec()));
     p.tensor().add_(u.local().to(p.dtype()));
   }
+  step_.set_value(Array(torch::full({}, step() + 1, torch::kLong)));
+}
+
+void Optimizer::step_fused(FusedStage& stage, State& params, State& updates, const State& view) {
+  stage.prepare();
+  size_t i = 0;
+  for (auto& [path, p] : params) {
+    const Slot& s = slots_[i];
+    const Variable& g = updates.at(path);
+    const at::Tensor& seen = (view.begin() + static_cast<std::ptrdiff_t>(i))->second.tensor();
+    if (!s.zero_spec) {
+      at::Tensor target = p.tensor();
+      detail::run_fused(stage, i++, g.tensor(), seen, target, /*add=*/true);
+      continue;
+    }
+    // ZeRO: this replica's slice of the update, all-gathered to the parameter's layout.
+    at::Tensor slice = at::empty_like(g.tensor(), at::MemoryFormat::Contiguous);
+    detail::run_fused(stage, i++, g.tensor(), seen, slice, /*add=*/false);
+    RedistributeLabel label(path + " (update into the parameter's layout)");
+    Array u = redistribute(g.value().with_local(slice), p.value().spec());
+    p.tensor().add_(u.local());
+  }
+  stage.finish();
   step_.set_value(Array(torch::full({}, step() + 1, torch::kLong)));
 }
 

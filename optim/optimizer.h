@@ -42,6 +42,8 @@ class Optimizer {
   // The parameters as the transformation sees them (ZeRO ones sliced to their state's layout).
   State transform_view(const State& params) const;
   void check_update(const State& params, const State& grads) const;
+  // The whole step in one pass per parameter block (optim/detail/fused_stage.h).
+  void step_fused(FusedStage& stage, State& params, State& updates, const State& view);
 
   GradientTransformation tx_;
   Filter wrt_;

@@ -1,5 +1,6 @@
 // Gradient transformations: local math on each parameter's block; only global_norm talks.
 #include <nnx/core/error.h>
+#include <nnx/optim/detail/fused_stage.h>
 #include <nnx/optim/transform.h>
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/redistribute.h>
@@ -33,14 +34,14 @@ State slot_like(const State& params, double fill) {
 
 void check_aligned(const State& updates, const State& params, const char* who) {
   if (updates.size() != params.size())
-    detail::throw_error(who, fmt::format("{} updates for {} parameters; pass the gradients of "
+    nnx::detail::throw_error(who, fmt::format("{} updates for {} parameters; pass the gradients of "
                                          "exactly the optimized parameters",
                                          updates.size(), params.size()));
   size_t i = 0;
   for (const auto& [path, u] : updates) {
     const auto& p = (params.begin() + static_cast<std::ptrdiff_t>(i++))->first;
     if (p != path)
-      detail::throw_error(who, fmt::format("update '{}' where parameter '{}' was expected", path, p));
+      nnx::detail::throw_error(who, fmt::format("update '{}' where parameter '{}' was expected", path, p));
   }
 }
 
@@ -51,8 +52,10 @@ void set_count(TxState& s, int64_t n) {
   s.count.set_value(Array(torch::full({}, n, torch::kLong)));
 }
 
-GradientTransformation stateless(std::function<void(State&, TxState&, const State&)> update) {
-  return {[](const State&) { return TxState{}; }, std::move(update)};
+GradientTransformation stateless(
+    std::function<void(State&, TxState&, const State&)> update,
+    std::function<std::shared_ptr<FusedStage>(TxState&, const FusedInputs&)> fused) {
+  return {[](const State&) { return TxState{}; }, std::move(update), std::move(fused)};
 }
 
 }  // namespace
@@ -80,6 +83,15 @@ GradientTransformation chain(std::vector<GradientTransformation> transforms) {
           [transforms](State& updates, TxState& state, const State& params) {
             for (size_t k = 0; k < transforms.size(); ++k)
               transforms[k].update(updates, state.inner[k], params);
+          },
+          [transforms](TxState& state, const FusedInputs& in) -> std::shared_ptr<FusedStage> {
+            std::vector<std::shared_ptr<FusedStage>> stages;
+            for (size_t k = 0; k < transforms.size(); ++k) {
+              if (!transforms[k].fused) return nullptr;
+              FusedInputs part{in.updates, in.params, in.sees_gradients && k == 0};
+              stages.push_back(transforms[k].fused(state.inner[k], part));
+            }
+            return detail::chain_stage(std::move(stages));
           }};
 }
 
@@ -87,7 +99,7 @@ GradientTransformation scale(double step_size) {
   return stateless([step_size](State& u, TxState&, const State&) {
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < u.size(); ++i) set_local(u, i, local(u, i) * step_size);
-  });
+  }, [step_size](TxState&, const FusedInputs&) { return detail::scale_stage(step_size, nullptr); });
 }
 
 GradientTransformation scale_by_schedule(Schedule schedule) {
@@ -98,6 +110,9 @@ GradientTransformation scale_by_schedule(Schedule schedule) {
             double factor = schedule(count);
             for (size_t i = 0; i < u.size(); ++i) set_local(u, i, local(u, i) * factor);
             set_count(state, count + 1);
+          },
+          [schedule](TxState& state, const FusedInputs&) {
+            return detail::scale_stage(schedule(count_of(state)), &state.count);
           }};
 }
 
@@ -117,6 +132,9 @@ GradientTransformation trace(double decay, bool nesterov) {
               set_local(state.slots[0], i, t);
               set_local(u, i, nesterov ? local(u, i) + decay * t : t);
             }
+          },
+          [decay, nesterov](TxState& state, const FusedInputs&) {
+            return detail::trace_stage(state.slots[0], decay, nesterov);
           }};
 }
 
@@ -129,17 +147,24 @@ GradientTransformation scale_by_adam(double b1, double b2, double eps, double ep
             torch::NoGradGuard no_grad;
             check_aligned(u, params, "scale_by_adam");
             const int64_t step = count_of(state) + 1;
-            const double c1 = 1 - std::pow(b1, static_cast<double>(step));
-            const double c2 = 1 - std::pow(b2, static_cast<double>(step));
             for (size_t i = 0; i < u.size(); ++i) {
               const at::Tensor& g = local(u, i);
+              const bool single = g.scalar_type() != at::kDouble;
+              const double r1 = single ? detail::bias_reciprocal<float>(b1, step)
+                                       : detail::bias_reciprocal<double>(b1, step);
+              const double r2 = single ? detail::bias_reciprocal<float>(b2, step)
+                                       : detail::bias_reciprocal<double>(b2, step);
               at::Tensor mu = (1 - b1) * g + b1 * local(state.slots[0], i);
-              at::Tensor nu = (1 - b2) * g * g + b2 * local(state.slots[1], i);
+              at::Tensor nu = (1 - b2) * (g * g) + b2 * local(state.slots[1], i);
               set_local(state.slots[0], i, mu);
               set_local(state.slots[1], i, nu);
-              set_local(u, i, (mu / c1) / ((nu / c2 + eps_root).sqrt() + eps));
+              set_local(u, i, (mu * r1) / ((nu * r2 + eps_root).sqrt() + eps));
             }
             set_count(state, step);
+          },
+          [=](TxState& state, const FusedInputs&) {
+            return detail::adam_stage(state.slots[0], state.slots[1], state.count, b1, b2, eps,
+                                      eps_root);
           }};
 }
 
@@ -152,10 +177,13 @@ GradientTransformation scale_by_rms(double decay, double eps, double initial_sca
             check_aligned(u, params, "scale_by_rms");
             for (size_t i = 0; i < u.size(); ++i) {
               const at::Tensor& g = local(u, i);
-              at::Tensor nu = (1 - decay) * g * g + decay * local(state.slots[0], i);
+              at::Tensor nu = (1 - decay) * (g * g) + decay * local(state.slots[0], i);
               set_local(state.slots[0], i, nu);
               set_local(u, i, g * (nu + eps).rsqrt());
             }
+          },
+          [=](TxState& state, const FusedInputs&) {
+            return detail::rms_stage(state.slots[0], decay, eps);
           }};
 }
 
@@ -170,6 +198,9 @@ GradientTransformation scale_by_lion(double b1, double b2) {
               set_local(u, i, ((1 - b1) * g + b1 * mu).sign());
               set_local(state.slots[0], i, (1 - b2) * g + b2 * mu);
             }
+          },
+          [=](TxState& state, const FusedInputs&) {
+            return detail::lion_stage(state.slots[0], b1, b2);
           }};
 }
 
@@ -182,6 +213,10 @@ GradientTransformation add_decayed_weights(double weight_decay, std::optional<Fi
       if (mask && !(*mask)(path, p)) continue;
       set_local(u, i, local(u, i) + weight_decay * p.tensor());
     }
+  }, [weight_decay, mask](TxState&, const FusedInputs& in) {
+    std::vector<bool> selected;
+    for (const auto& [path, p] : in.params) selected.push_back(!mask || (*mask)(path, p));
+    return detail::decay_stage(weight_decay, std::move(selected));
   });
 }
 
@@ -200,6 +235,10 @@ GradientTransformation clip_by_global_norm(double max_norm) {
     const double norm = global_norm(u);
     if (norm < max_norm) return;
     for (size_t i = 0; i < u.size(); ++i) set_local(u, i, local(u, i) / norm * max_norm);
+  }, [max_norm](TxState&, const FusedInputs& in) -> std::shared_ptr<FusedStage> {
+    // Fused only when it clips the gradients themselves (its norm is taken before the pass).
+    if (!in.sees_gradients) return nullptr;
+    return detail::clip_stage(in.updates, max_norm);
   });
 }
 

@@ -10,6 +10,7 @@
 #include <nnx/optim/schedule.h>
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -28,9 +29,16 @@ struct TxState {
   State variables(const std::string& prefix = "") const;
 };
 
+class FusedStage;    // optim/detail/fused_stage.h
+struct FusedInputs;
+
 struct GradientTransformation {
   std::function<TxState(const State& params)> init;
   std::function<void(State& updates, TxState& state, const State& params)> update;
+  // Optional: the same update element by element, so that Optimizer::update runs the whole chain
+  // and the parameter step in one pass over memory. The built-in transformations have it; a
+  // transformation without it (or a chain holding one) takes `update`.
+  std::function<std::shared_ptr<FusedStage>(TxState& state, const FusedInputs& inputs)> fused;
 };
 
 // A learning rate: a constant or a schedule of the step.

@@ -1,0 +1,305 @@
+// The fused optimizer pass: each stage is a loop over a small block of updates held in cache,
+// written so that the compiler vectorizes it (this file is built with -fno-math-errno and without
+// fused multiply-adds, so that every operation rounds as the transformations' tensor ops do).
+#include <nnx/optim/detail/fused_stage.h>
+#include <nnx/sharding/ops.h>
+
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/full.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+
+namespace nnx::optim::detail {
+
+namespace {
+
+constexpr int64_t kBlock = 512;      // elements held in cache per stage call
+constexpr int64_t kGrain = 1 << 15;  // elements per thread task
+
+const Variable& entry(const State& s, size_t i) {
+  return (s.begin() + static_cast<std::ptrdiff_t>(i))->second;
+}
+
+// A slot's local tensors, contiguous (made so in place if a load left one strided).
+std::vector<at::Tensor> slot_tensors(State& slot) {
+  std::vector<at::Tensor> out;
+  for (auto& [path, v] : slot) {
+    if (!v.tensor().is_contiguous()) v.set_value(v.value().with_local(v.tensor().contiguous()));
+    out.push_back(v.tensor());
+  }
+  return out;
+}
+
+void bump_versions(std::vector<at::Tensor>& tensors) {
+  for (auto& t : tensors) torch::autograd::impl::bump_version(t);
+}
+
+template <class T> T* at_offset(const at::Tensor& t, int64_t begin) {
+  return t.data_ptr<T>() + begin;
+}
+
+// Stages written once for float and double: Derived::run<T>(i, begin, n, u, p).
+template <class Derived> class TypedStage : public FusedStage {
+ public:
+  void apply(size_t i, int64_t begin, int64_t n, float* u, const float* p) const override {
+    static_cast<const Derived*>(this)->template run<float>(i, begin, n, u, p);
+  }
+  void apply(size_t i, int64_t begin, int64_t n, double* u, const double* p) const override {
+    static_cast<const Derived*>(this)->template run<double>(i, begin, n, u, p);
+  }
+};
+
+// A stage that keeps per-parameter slots (momenta), updated in place: slot(k, i) is slot k of
+// parameter i; their version counters move when the pass is done.
+template <class Derived> class SlotStage : public TypedStage<Derived> {
+ public:
+  void finish() override {
+    for (auto& slot : slots_) bump_versions(slot);
+  }
+
+ protected:
+  explicit SlotStage(std::initializer_list<State*> slots) {
+    for (State* s : slots) slots_.push_back(slot_tensors(*s));
+  }
+  template <class T> T* slot(size_t k, size_t i, int64_t begin) const {
+    return at_offset<T>(slots_[k][i], begin);
+  }
+
+ private:
+  std::vector<std::vector<at::Tensor>> slots_;
+};
+
+class ChainStage final : public FusedStage {
+ public:
+  explicit ChainStage(std::vector<std::shared_ptr<FusedStage>> stages) : stages_(std::move(stages)) {}
+  void prepare() override { for (auto& s : stages_) s->prepare(); }
+  void apply(size_t i, int64_t begin, int64_t n, float* u, const float* p) const override {
+    for (const auto& s : stages_) s->apply(i, begin, n, u, p);
+  }
+  void apply(size_t i, int64_t begin, int64_t n, double* u, const double* p) const override {
+    for (const auto& s : stages_) s->apply(i, begin, n, u, p);
+  }
+  void finish() override { for (auto& s : stages_) s->finish(); }
+
+ private:
+  std::vector<std::shared_ptr<FusedStage>> stages_;
+};
+
+void set_count(Variable& count, int64_t n) {
+  count.set_value(Array(at::full({}, n, at::kLong)));
+}
+int64_t count_of(const Variable& count) { return count.tensor().item<int64_t>(); }
+
+class ScaleStage final : public TypedStage<ScaleStage> {
+ public:
+  ScaleStage(double factor, Variable* count) : factor_(factor), count_(count) {}
+  template <class T> void run(size_t, int64_t, int64_t n, T* u, const T*) const {
+    const T f = static_cast<T>(factor_);
+    for (int64_t j = 0; j < n; ++j) u[j] = u[j] * f;
+  }
+  void finish() override { if (count_) set_count(*count_, count_of(*count_) + 1); }
+
+ private:
+  double factor_;
+  Variable* count_;
+};
+
+class TraceStage final : public SlotStage<TraceStage> {
+ public:
+  TraceStage(State& trace, double decay, bool nesterov)
+      : SlotStage({&trace}), decay_(decay), nesterov_(nesterov) {}
+  template <class T> void run(size_t i, int64_t begin, int64_t n, T* u, const T*) const {
+    T* t = slot<T>(0, i, begin);
+    const T d = static_cast<T>(decay_);
+    for (int64_t j = 0; j < n; ++j) {
+      const T next = u[j] + d * t[j];
+      t[j] = next;
+      u[j] = nesterov_ ? u[j] + d * next : next;
+    }
+  }
+
+ private:
+  double decay_;
+  bool nesterov_;
+};
+
+class AdamStage final : public SlotStage<AdamStage> {
+ public:
+  AdamStage(State& mu, State& nu, Variable& count, double b1, double b2, double eps,
+            double eps_root)
+      : SlotStage({&mu, &nu}), count_(count), step_(count_of(count) + 1), b1_(b1), b2_(b2),
+        eps_(eps), eps_root_(eps_root) {}
+  template <class T> void run(size_t i, int64_t begin, int64_t n, T* u, const T*) const {
+    T* mu = slot<T>(0, i, begin);
+    T* nu = slot<T>(1, i, begin);
+    const T one_b1 = static_cast<T>(1 - b1_), b1 = static_cast<T>(b1_);
+    const T one_b2 = static_cast<T>(1 - b2_), b2 = static_cast<T>(b2_);
+    const T r1 = bias_reciprocal<T>(b1_, step_), r2 = bias_reciprocal<T>(b2_, step_);
+    const T eps = static_cast<T>(eps_), eps_root = static_cast<T>(eps_root_);
+    for (int64_t j = 0; j < n; ++j) {
+      const T g = u[j];
+      const T m = one_b1 * g + b1 * mu[j];
+      const T v = one_b2 * (g * g) + b2 * nu[j];
+      mu[j] = m;
+      nu[j] = v;
+      u[j] = (m * r1) / (std::sqrt(v * r2 + eps_root) + eps);
+    }
+  }
+  void finish() override {
+    SlotStage::finish();
+    set_count(count_, step_);
+  }
+
+ private:
+  Variable& count_;
+  int64_t step_;
+  double b1_, b2_, eps_, eps_root_;
+};
+
+class RmsStage final : public SlotStage<RmsStage> {
+ public:
+  RmsStage(State& nu, double decay, double eps) : SlotStage({&nu}), decay_(decay), eps_(eps) {}
+  template <class T> void run(size_t i, int64_t begin, int64_t n, T* u, const T*) const {
+    T* nu = slot<T>(0, i, begin);
+    const T one_d = static_cast<T>(1 - decay_), d = static_cast<T>(decay_);
+    const T eps = static_cast<T>(eps_);
+    for (int64_t j = 0; j < n; ++j) {
+      const T g = u[j];
+      const T v = one_d * (g * g) + d * nu[j];
+      nu[j] = v;
+      u[j] = g * (T(1) / std::sqrt(v + eps));
+    }
+  }
+
+ private:
+  double decay_, eps_;
+};
+
+class LionStage final : public SlotStage<LionStage> {
+ public:
+  LionStage(State& mu, double b1, double b2) : SlotStage({&mu}), b1_(b1), b2_(b2) {}
+  template <class T> void run(size_t i, int64_t begin, int64_t n, T* u, const T*) const {
+    T* mu = slot<T>(0, i, begin);
+    const T one_b1 = static_cast<T>(1 - b1_), b1 = static_cast<T>(b1_);
+    const T one_b2 = static_cast<T>(1 - b2_), b2 = static_cast<T>(b2_);
+    for (int64_t j = 0; j < n; ++j) {
+      const T g = u[j], m = mu[j];
+      const T mix = one_b1 * g + b1 * m;
+      u[j] = static_cast<T>((mix > T(0)) - (mix < T(0)));
+      mu[j] = one_b2 * g + b2 * m;
+    }
+  }
+
+ private:
+  double b1_, b2_;
+};
+
+class DecayStage final : public TypedStage<DecayStage> {
+ public:
+  DecayStage(double weight_decay, std::vector<bool> selected)
+      : weight_decay_(weight_decay), selected_(std::move(selected)) {}
+  template <class T> void run(size_t i, int64_t, int64_t n, T* u, const T* p) const {
+    if (!selected_[i]) return;
+    const T wd = static_cast<T>(weight_decay_);
+    for (int64_t j = 0; j < n; ++j) u[j] = u[j] + wd * p[j];
+  }
+
+ private:
+  double weight_decay_;
+  std::vector<bool> selected_;
+};
+
+class ClipStage final : public TypedStage<ClipStage> {
+ public:
+  ClipStage(const State& gradients, double max_norm) : gradients_(gradients), max_norm_(max_norm) {}
+  void prepare() override { norm_ = global_norm(gradients_); }
+  template <class T> void run(size_t, int64_t, int64_t n, T* u, const T*) const {
+    if (norm_ < max_norm_) return;
+    const T norm = static_cast<T>(norm_), max_norm = static_cast<T>(max_norm_);
+    for (int64_t j = 0; j < n; ++j) u[j] = u[j] / norm * max_norm;
+  }
+
+ private:
+  const State& gradients_;
+  double max_norm_;
+  double norm_ = 0;
+};
+
+template <class T>
+void pass(const FusedStage& stage, size_t i, const at::Tensor& gradient, const at::Tensor& param,
+          at::Tensor& target, bool add) {
+  const T* g = gradient.data_ptr<T>();
+  const T* p = param.data_ptr<T>();
+  T* out = target.data_ptr<T>();
+  at::parallel_for(0, gradient.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    T u[kBlock];
+    for (int64_t b = begin; b < end; b += kBlock) {
+      const int64_t n = std::min(kBlock, end - b);
+      std::copy(g + b, g + b + n, u);
+      stage.apply(i, b, n, u, p + b);
+      if (add)
+        for (int64_t j = 0; j < n; ++j) out[b + j] = out[b + j] + u[j];
+      else
+        std::copy(u, u + n, out + b);
+    }
+  });
+}
+
+}  // namespace
+
+std::shared_ptr<FusedStage> chain_stage(std::vector<std::shared_ptr<FusedStage>> stages) {
+  for (const auto& s : stages)
+    if (!s) return nullptr;
+  return std::make_shared<ChainStage>(std::move(stages));
+}
+std::shared_ptr<FusedStage> scale_stage(double factor, Variable* count_to_advance) {
+  return std::make_shared<ScaleStage>(factor, count_to_advance);
+}
+std::shared_ptr<FusedStage> trace_stage(State& trace, double decay, bool nesterov) {
+  return std::make_shared<TraceStage>(trace, decay, nesterov);
+}
+std::shared_ptr<FusedStage> adam_stage(State& mu, State& nu, Variable& count, double b1,
+                                       double b2, double eps, double eps_root) {
+  return std::make_shared<AdamStage>(mu, nu, count, b1, b2, eps, eps_root);
+}
+std::shared_ptr<FusedStage> rms_stage(State& nu, double decay, double eps) {
+  return std::make_shared<RmsStage>(nu, decay, eps);
+}
+std::shared_ptr<FusedStage> lion_stage(State& mu, double b1, double b2) {
+  return std::make_shared<LionStage>(mu, b1, b2);
+}
+std::shared_ptr<FusedStage> decay_stage(double weight_decay, std::vector<bool> selected) {
+  return std::make_shared<DecayStage>(weight_decay, std::move(selected));
+}
+std::shared_ptr<FusedStage> clip_stage(const State& gradients, double max_norm) {
+  return std::make_shared<ClipStage>(gradients, max_norm);
+}
+
+bool fusable(const State& updates, const State& params) {
+  if (updates.size() != params.size()) return false;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor& g = entry(updates, i).tensor();
+    const at::Tensor& p = entry(params, i).tensor();
+    const auto dtype = p.scalar_type();
+    if ((dtype != at::kFloat && dtype != at::kDouble) || g.scalar_type() != dtype ||
+        g.sizes() != p.sizes() || !p.device().is_cpu() || !g.device().is_cpu())
+      return false;
+  }
+  return true;
+}
+
+void run_fused(const FusedStage& stage, size_t i, const at::Tensor& gradient,
+               const at::Tensor& param, at::Tensor& target, bool add) {
+  const at::Tensor g = gradient.contiguous(), p = param.contiguous();
+  at::Tensor out = target.is_contiguous() ? target : target.contiguous();
+  if (p.scalar_type() == at::kFloat) pass<float>(stage, i, g, p, out, add);
+  else pass<double>(stage, i, g, p, out, add);
+  if (!out.is_same(target)) target.copy_(out);
+  else torch::autograd::impl::bump_version(target);
+}
+
+}  // namespace nnx::optim::detail

@@ -1,0 +1,66 @@
+// The per-element form of the built-in transformations. Optimizer::update chains their stages
+// and runs the whole step (every transformation, then params += updates) in one pass over each
+// local block, a few hundred elements at a time, with no temporaries. The arithmetic is that of
+// each transformation's `update` (and of optax), operation for operation.
+#pragma once
+
+#include <nnx/framework/state.h>
+#include <nnx/optim/transform.h>
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace nnx::optim {
+
+// What a transformation's stage may read when it is built for one step.
+struct FusedInputs {
+  const State& updates;  // the gradients, in the parameters' order
+  const State& params;
+  bool sees_gradients;  // true when nothing runs before this stage (its input is `updates`)
+};
+
+class FusedStage {
+ public:
+  virtual ~FusedStage() = default;
+  // Collectives the stage needs before the pass (the global norm of clipping), on every rank.
+  virtual void prepare() {}
+  // Rewrites u, the updates of elements [begin, begin + n) of parameter i, in place; p holds the
+  // parameter's values there. Called from several threads at once, on disjoint ranges.
+  virtual void apply(size_t i, int64_t begin, int64_t n, float* u, const float* p) const = 0;
+  virtual void apply(size_t i, int64_t begin, int64_t n, double* u, const double* p) const = 0;
+  // After every element: step counters advance.
+  virtual void finish() {}
+};
+
+namespace detail {
+
+// Adam's bias correction as optax computes it: 1 / (1 - decay^step) in the moments' own dtype.
+template <class T> T bias_reciprocal(double decay, int64_t step) {
+  return T(1) / (T(1) - std::pow(static_cast<T>(decay), static_cast<T>(step)));
+}
+
+// Stages of the built-in transformations (null where a stage cannot run fused: the caller then
+// takes the transformations' `update`). Slots are read and written in place.
+std::shared_ptr<FusedStage> chain_stage(std::vector<std::shared_ptr<FusedStage>> stages);
+std::shared_ptr<FusedStage> scale_stage(double factor, Variable* count_to_advance);
+std::shared_ptr<FusedStage> trace_stage(State& trace, double decay, bool nesterov);
+std::shared_ptr<FusedStage> adam_stage(State& mu, State& nu, Variable& count, double b1,
+                                       double b2, double eps, double eps_root);
+std::shared_ptr<FusedStage> rms_stage(State& nu, double decay, double eps);
+std::shared_ptr<FusedStage> lion_stage(State& mu, double b1, double b2);
+std::shared_ptr<FusedStage> decay_stage(double weight_decay, std::vector<bool> selected);
+std::shared_ptr<FusedStage> clip_stage(const State& gradients, double max_norm);
+
+// True when the fused pass can take these parameters and updates: float32 or float64, the
+// gradient's dtype and block shape equal to the parameter's.
+bool fusable(const State& updates, const State& params);
+
+// One step over one parameter: updates = stage(gradient); then param += updates (add) or
+// target = updates (ZeRO: the update is gathered before it is added).
+void run_fused(const FusedStage& stage, size_t i, const at::Tensor& gradient,
+               const at::Tensor& param, at::Tensor& target, bool add);
+
+}  // namespace detail
+}  // namespace nnx::optim
