@@ -2,16 +2,19 @@
 // written by hand with torch::nn::Linear and torch::optim::Adam, in one process, same threads.
 // Under mpirun -np N, nnx trains data parallel (global batch split over N) and rank 0 prints the
 // samples/s of all ranks together; the LibTorch step runs on one process only (-np 1).
-// Prints JSON lines: medians of the whole step and of its two halves, and nnx / LibTorch.
+// The two steps alternate, so that both see the same machine. Prints JSON lines: medians of the
+// whole step and of its two halves, and the ratios nnx / LibTorch.
 #include <nnx/nnx.h>
 
 #include <torch/torch.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
+#include <optional>
 #include <string>
-
-#include "bench_util.h"
+#include <vector>
 
 namespace {
 
@@ -37,68 +40,102 @@ struct TorchMlp : torch::nn::Module {
   torch::nn::Linear hidden1, hidden2, head;
 };
 
-struct Timings {
-  double step, grad, update;
+// The nnx step: value_and_grad, then Optimizer::update.
+struct NnxRun {
+  std::shared_ptr<const nnx::Mesh> mesh = nnx::make_mesh({nnx::world_size()}, {"data"});
+  nnx::MeshContext on{mesh};
+  nnx::Rngs rngs{0};
+  Mlp model;
+  nnx::optim::Optimizer opt;
+  nnx::Array x, y;
+  nnx::State grads;
+  NnxRun(int64_t batch, int64_t width)
+      : model(width, rngs), opt(model, nnx::optim::adam(1e-4)),
+        x(nnx::device_put(torch::randn({batch, 784}), {mesh, nnx::P("data")})),
+        y(nnx::device_put(torch::randint(10, {batch}), {mesh, nnx::P("data")})) {
+    grad();
+  }
+  void grad() {
+    grads = nnx::value_and_grad([&](Mlp& m) { return nnx::cross_entropy(m(x), y); }, model).grads;
+  }
+  void update() { opt.update(model, grads); }
 };
 
-Timings time_nnx(int64_t batch, int64_t width, int reps) {
-  auto mesh = nnx::make_mesh({nnx::world_size()}, {"data"});
-  nnx::MeshContext on(mesh);
-  nnx::Rngs rngs(0);
-  Mlp model(width, rngs);
-  nnx::optim::Optimizer opt(model, nnx::optim::adam(1e-4));
-  auto x = nnx::device_put(torch::randn({batch, 784}), {mesh, nnx::P("data")});
-  auto y = nnx::device_put(torch::randint(10, {batch}), {mesh, nnx::P("data")});
-  auto grad = [&] {
-    return nnx::value_and_grad(
-        [&](Mlp& m) { return nnx::cross_entropy(m(x), y); }, model);
-  };
-  auto [loss, grads] = grad();
-  Timings t{};
-  t.step = nnx_bench::median_seconds([&] { opt.update(model, grad().grads); }, reps);
-  t.grad = nnx_bench::median_seconds([&] { grad(); }, reps);
-  t.update = nnx_bench::median_seconds([&] { opt.update(model, grads); }, reps);
-  return t;
-}
-
-Timings time_torch(int64_t batch, int64_t width, int reps) {
-  torch::manual_seed(0);
-  auto model = std::make_shared<TorchMlp>(width);
-  torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(1e-4));
-  auto x = torch::randn({batch, 784});
-  auto y = torch::randint(10, {batch});
-  auto grad = [&] {
+// The same step written by hand with torch::nn and torch::optim.
+struct TorchRun {
+  std::shared_ptr<TorchMlp> model;
+  torch::optim::Adam opt;
+  torch::Tensor x, y;
+  TorchRun(int64_t batch, int64_t width)
+      : model(std::make_shared<TorchMlp>(width)),
+        opt(model->parameters(), torch::optim::AdamOptions(1e-4)), x(torch::randn({batch, 784})),
+        y(torch::randint(10, {batch})) {
+    grad();
+  }
+  void grad() {
     opt.zero_grad();
     torch::nn::functional::cross_entropy(model->forward(x), y).backward();
-  };
-  Timings t{};
-  t.step = nnx_bench::median_seconds([&] { grad(); opt.step(); }, reps);
-  t.grad = nnx_bench::median_seconds(grad, reps);
-  t.update = nnx_bench::median_seconds([&] { opt.step(); }, reps);
-  return t;
+  }
+  void update() { opt.step(); }
+};
+
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
 }
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+struct Timings {
+  std::vector<double> step, grad, update;
+  // One step, timed as a whole and by halves.
+  template <class Run> void time(Run& run) {
+    auto t0 = Clock::now();
+    run.grad();
+    auto t1 = Clock::now();
+    run.update();
+    auto t2 = Clock::now();
+    grad.push_back(seconds(t0, t1));
+    update.push_back(seconds(t1, t2));
+    step.push_back(seconds(t0, t2));
+  }
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int reps = argc > 1 ? std::stoi(argv[1]) : 50;
+  const int reps = argc > 1 ? std::stoi(argv[1]) : 100;
   const int64_t batch = 256, width = 1024;
   const int ranks = nnx::world_size();
-  Timings n = time_nnx(batch, width, reps);
+  const bool with_torch = ranks == 1;
+  NnxRun nnx_run(batch, width);
+  std::optional<TorchRun> torch_run;
+  if (with_torch) torch_run.emplace(batch, width);
+  // Interleaved, so that both see the same machine; 5 warm-up steps each.
+  Timings n, t;
+  for (int i = -5; i < reps; ++i) {
+    n.time(nnx_run);
+    if (with_torch) t.time(*torch_run);
+    if (i < 0) n = t = Timings{};
+  }
   if (nnx::world_rank() != 0) return 0;
-  const auto line = [&](const char* system, const Timings& t) {
+  const auto line = [&](const char* system, const Timings& r) {
+    const double step = median(r.step);
     fmt::print("{{\"bench\": \"train_step\", \"system\": \"{}\", \"ranks\": {}, \"threads\": {}, "
-               "\"global_batch\": {}, \"step_ms\": {:.2f}, \"value_and_grad_ms\": {:.2f}, "
+               "\"global_batch\": {}, \"steps\": {}, \"step_ms\": {:.2f}, \"value_and_grad_ms\": {:.2f}, "
                "\"update_ms\": {:.2f}, \"samples_per_s\": {:.0f}}}\n",
-               system, ranks, at::get_num_threads(), batch, t.step * 1e3, t.grad * 1e3,
-               t.update * 1e3, batch / t.step);
+               system, ranks, at::get_num_threads(), batch, reps, step * 1e3,
+               median(r.grad) * 1e3, median(r.update) * 1e3, batch / step);
   };
   line("nnx", n);
-  if (ranks > 1) return 0;
-  Timings t = time_torch(batch, width, reps);
+  if (!with_torch) return 0;
   line("libtorch", t);
   fmt::print("{{\"bench\": \"train_step\", \"ratio\": \"nnx/libtorch\", \"step\": {:.3f}, "
              "\"value_and_grad\": {:.3f}, \"update\": {:.3f}}}\n",
-             n.step / t.step, n.grad / t.grad, n.update / t.update);
+             median(n.step) / median(t.step), median(n.grad) / median(t.grad),
+             median(n.update) / median(t.update));
   return 0;
 }
