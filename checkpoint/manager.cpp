@@ -7,6 +7,8 @@
 #include <nnx/sharding/world.h>
 
 #include <mpi.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -105,6 +107,9 @@ bool CheckpointManager::save(int64_t step, const State& state, const SaveOptions
     return true;
   }
   worker_ = std::thread([this, step, plan, options] {
+    // The writer runs at the lowest priority: training keeps its cores, and the save uses what
+    // is idle (the kernel still gives it a share, so it cannot starve).
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
     try {
       save_now(step, *comm_, *plan, options);
     } catch (...) {
@@ -141,9 +146,18 @@ std::optional<int64_t> CheckpointManager::latest_step() const {
 
 int64_t CheckpointManager::resolved(int64_t step) const {
   if (step != latest) return step;
-  auto last = latest_step();
-  NNX_CHECK(last.has_value(), "'{}' holds no committed checkpoint to restore", dir_);
-  return *last;
+  // Every rank must restore the same step, but listings can differ (a commit one node's file
+  // system shows late, node-local directories): the highest and lowest answers must agree.
+  const int64_t mine = latest_step().value_or(-1);
+  auto seen = torch::tensor({mine, -mine}, torch::kLong);
+  Communicator::world().all_reduce_(seen, ReduceOp::max);
+  const int64_t highest = seen[0].item<int64_t>(), lowest = -seen[1].item<int64_t>();
+  NNX_CHECK(highest == lowest,
+            "the ranks see different latest checkpoints in '{}' (steps {} to {}; -1: none); "
+            "restore an explicit step, or give every rank the same directory",
+            dir_, lowest, highest);
+  NNX_CHECK(mine >= 0, "'{}' holds no committed checkpoint to restore", dir_);
+  return mine;
 }
 
 State CheckpointManager::restore(int64_t step, const State& target,

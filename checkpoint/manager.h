@@ -45,7 +45,8 @@ class CheckpointManager {
   // of the previous background save is thrown by wait_until_finished, or here once this step's
   // save has been made or started.
   bool save(int64_t step, const State& state, const SaveOptions& options = {});
-  // `step` or `latest`; errors when there is none.
+  // `step` or `latest` (collective: every rank must see the same latest step); errors when
+  // there is none.
   State restore(int64_t step, const State& target, const RestoreOptions& options = {}) const;
   nlohmann::json restore_per_rank(int64_t step) const;
 

@@ -22,15 +22,23 @@ std::string indented_list(const std::vector<std::string>& items);
 
 namespace detail {
 [[noreturn]] void throw_error(const char* function, const std::string& message);
+// As throw_error; inside a lambda (function "operator()") the enclosing function's name is taken
+// from `signature` (__PRETTY_FUNCTION__).
+[[noreturn]] void throw_error_in(const char* function, const char* signature,
+                                 const std::string& message);
+// The name errors show for a function: `function`, or the enclosing one of a lambda.
+std::string error_scope(const char* function, const char* signature);
 }  // namespace detail
 
 }  // namespace nnx
 
 // NNX_CHECK(cond, "fmt", args...): throws nnx::Error("[function] message") when cond is false.
-#define NNX_CHECK(cond, ...)                                                  \
-  do {                                                                        \
-    if (!(cond)) ::nnx::detail::throw_error(__func__, fmt::format(__VA_ARGS__)); \
+#define NNX_CHECK(cond, ...)                                                                 \
+  do {                                                                                       \
+    if (!(cond))                                                                             \
+      ::nnx::detail::throw_error_in(__func__, __PRETTY_FUNCTION__, fmt::format(__VA_ARGS__)); \
   } while (0)
 
 // NNX_FAIL("fmt", args...): throws unconditionally.
-#define NNX_FAIL(...) ::nnx::detail::throw_error(__func__, fmt::format(__VA_ARGS__))
+#define NNX_FAIL(...) \
+  ::nnx::detail::throw_error_in(__func__, __PRETTY_FUNCTION__, fmt::format(__VA_ARGS__))

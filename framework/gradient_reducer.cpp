@@ -3,6 +3,7 @@
 #include <nnx/core/error.h>
 #include <nnx/framework/gradient_reducer.h>
 #include <nnx/framework/optimizer_spec.h>
+#include <nnx/sharding/comm_buffer.h>
 #include <nnx/sharding/gradient.h>
 #include <nnx/sharding/redistribute.h>
 #include <nnx/sharding/spec_check.h>
@@ -124,8 +125,13 @@ struct GradientReducer::Impl {
     auto& counts = gradient_reduction_counts();
     if (!b.zero) {
       std::vector<at::Tensor> flat;
-      for (size_t m : b.members) flat.push_back(leaves[m].grad.reshape(-1));
-      b.buffer = torch::cat(flat);
+      int64_t total = 0;
+      for (size_t m : b.members) {
+        flat.push_back(leaves[m].grad.reshape(-1));
+        total += flat.back().numel();
+      }
+      b.buffer = comm_buffer({total}, flat.front().options());
+      at::cat_out(b.buffer, flat);
       if (detail::reduced_in_float(b.buffer.scalar_type())) b.buffer = b.buffer.to(at::kFloat);
       b.op = b.comm->all_reduce_async_(b.buffer);
       ++counts.all_reduce_buckets;
@@ -137,11 +143,15 @@ struct GradientReducer::Impl {
         auto pieces = leaves[m].grad.chunk(parts, leaves[m].zero_dim);
         for (int64_t j = 0; j < parts; ++j) rows[j].push_back(pieces[j].reshape(-1));
       }
-      std::vector<at::Tensor> stacked_rows;
-      for (auto& r : rows) stacked_rows.push_back(torch::cat(r));
-      b.buffer = torch::stack(stacked_rows);
+      int64_t row = 0;
+      for (const auto& piece : rows[0]) row += piece.numel();
+      b.buffer = comm_buffer({parts, row}, rows[0].front().options());
+      for (int64_t j = 0; j < parts; ++j) {
+        at::Tensor row_j = b.buffer[j];
+        at::cat_out(row_j, rows[j]);
+      }
       if (detail::reduced_in_float(b.buffer.scalar_type())) b.buffer = b.buffer.to(at::kFloat);
-      b.out = torch::empty({b.buffer.size(1)}, b.buffer.options());
+      b.out = comm_buffer({b.buffer.size(1)}, b.buffer.options());
       b.op = b.comm->reduce_scatter_async(b.buffer, b.out);
       ++counts.reduce_scatter_buckets;
     }

@@ -1,8 +1,10 @@
 // The MPI engine of Communicator, and the debug-mode agreement check.
 #include <nnx/core/error.h>
 #include <nnx/core/shape.h>
+#include <nnx/sharding/comm_buffer.h>
 #include <nnx/sharding/communicator.h>
 #include <nnx/sharding/detail/collective_wait.h>
+#include <nnx/sharding/detail/collective_watchdog.h>
 #include <nnx/sharding/world.h>
 
 #include <mpi.h>
@@ -47,11 +49,18 @@ void check(int code, const char* what) {
   }
 }
 
-// Starts a nonblocking MPI call with `start(&request)` and waits for it without hanging.
-template <class Start>
-void run(const detail::CommImpl& c, const std::string& comm_name, const char* op, Start start) {
+// Runs an MPI collective without hanging: `call(nullptr)` makes the blocking call, watched by the
+// watchdog (collective_watchdog.h); without one, `call(&request)` starts the nonblocking call and
+// wait_for waits for it.
+template <class Call>
+void run(const detail::CommImpl& c, const std::string& comm_name, const char* op, Call call) {
+  if (detail::watchdog_available()) {
+    detail::WatchedCall watched(c.comm, op, comm_name.c_str());
+    check(call(nullptr), op);
+    return;
+  }
   MPI_Request request = MPI_REQUEST_NULL;
-  check(start(&request), op);
+  check(call(&request), op);
   detail::wait_for(&request, c.comm, op, comm_name.c_str());
 }
 
@@ -121,7 +130,8 @@ bool fingerprints_match(const detail::CommImpl& c, const char* op, const at::Ten
   const int64_t fp = static_cast<int64_t>(h >> 1);  // non-negative, so -fp is safe
   std::array<int64_t, 2> both{fp, -fp};             // max of fp and of -fp: min == max?
   run(c, c.name, op, [&](MPI_Request* r) {
-    return MPI_Iallreduce(MPI_IN_PLACE, both.data(), 2, MPI_INT64_T, MPI_MAX, c.comm, r);
+    return r ? MPI_Iallreduce(MPI_IN_PLACE, both.data(), 2, MPI_INT64_T, MPI_MAX, c.comm, r)
+             : MPI_Allreduce(MPI_IN_PLACE, both.data(), 2, MPI_INT64_T, MPI_MAX, c.comm);
   });
   return both[0] == -both[1];
 }
@@ -144,8 +154,10 @@ void agree(const detail::CommImpl& c, const char* op, const at::Tensor& t, int64
   for (int64_t d = 0; d < std::min<int64_t>(t.dim(), kWords - 4); ++d) mine[4 + d] = t.size(d);
   std::vector<int64_t> all(kWords * c.size);
   run(c, c.name, op, [&](MPI_Request* r) {
-    return MPI_Iallgather(mine.data(), kWords, MPI_INT64_T, all.data(), kWords, MPI_INT64_T, c.comm,
-                          r);
+    return r ? MPI_Iallgather(mine.data(), kWords, MPI_INT64_T, all.data(), kWords, MPI_INT64_T,
+                              c.comm, r)
+             : MPI_Allgather(mine.data(), kWords, MPI_INT64_T, all.data(), kWords, MPI_INT64_T,
+                             c.comm);
   });
   bool same = true;
   for (int r = 1; r < c.size && same; ++r)
@@ -225,8 +237,10 @@ void Communicator::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
                           ? tensor.to(at::kFloat).contiguous()
                           : tensor.contiguous();
   run(*impl_, name_, "all_reduce", [&](MPI_Request* r) {
-    return MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count_of(buffer.numel(), "all_reduce"),
-                          mpi_type(buffer.scalar_type(), "all_reduce"), mpi_op(op), impl_->comm, r);
+    const int count = count_of(buffer.numel(), "all_reduce");
+    const MPI_Datatype type = mpi_type(buffer.scalar_type(), "all_reduce");
+    return r ? MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, mpi_op(op), impl_->comm, r)
+             : MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, mpi_op(op), impl_->comm);
   });
   if (!buffer.is_same(tensor)) tensor.copy_(buffer);
 }
@@ -239,11 +253,14 @@ at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const
   at::Tensor local = tensor.contiguous();
   auto sizes = local.sizes().vec();
   sizes.insert(sizes.begin(), impl_->size);
-  at::Tensor stacked = torch::empty(sizes, local.options());
+  at::Tensor stacked = comm_buffer(sizes, local.options());
   int64_t bytes = local.numel() * static_cast<int64_t>(local.element_size());
   run(*impl_, name_, "all_gather", [&](MPI_Request* r) {
-    return MPI_Iallgather(local.data_ptr(), count_of(bytes, "all_gather"), MPI_BYTE,
-                          stacked.data_ptr(), count_of(bytes, "all_gather"), MPI_BYTE, impl_->comm, r);
+    const int count = count_of(bytes, "all_gather");
+    return r ? MPI_Iallgather(local.data_ptr(), count, MPI_BYTE, stacked.data_ptr(), count,
+                              MPI_BYTE, impl_->comm, r)
+             : MPI_Allgather(local.data_ptr(), count, MPI_BYTE, stacked.data_ptr(), count,
+                             MPI_BYTE, impl_->comm);
   });
   if (tensor.dim() == 0) return stacked;
   if (dim == 0) return stacked.flatten(0, 1);  // already in place: no copy
@@ -272,12 +289,14 @@ at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) c
   }
   auto chunk_sizes = stacked.sizes().vec();
   chunk_sizes.erase(chunk_sizes.begin());
-  at::Tensor out = torch::empty(chunk_sizes, stacked.options());
+  at::Tensor out = comm_buffer(chunk_sizes, stacked.options());
   run(*impl_, name_, "reduce_scatter", [&](MPI_Request* r) {
-    return MPI_Ireduce_scatter_block(stacked.data_ptr(), out.data_ptr(),
-                                     count_of(out.numel(), "reduce_scatter"),
-                                     mpi_type(out.scalar_type(), "reduce_scatter"), MPI_SUM,
-                                     impl_->comm, r);
+    const int count = count_of(out.numel(), "reduce_scatter");
+    const MPI_Datatype type = mpi_type(out.scalar_type(), "reduce_scatter");
+    return r ? MPI_Ireduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
+                                         impl_->comm, r)
+             : MPI_Reduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
+                                        impl_->comm);
   });
   return out.to(tensor.scalar_type());
 }
@@ -297,11 +316,14 @@ at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
   at::Tensor send = split_dim == 0 && tensor.is_contiguous()
                         ? tensor
                         : torch::stack(tensor.chunk(impl_->size, split_dim), 0).contiguous();
-  at::Tensor received = torch::empty({send.numel()}, send.options());
+  at::Tensor received = comm_buffer({send.numel()}, send.options());
   int64_t bytes = send.numel() / impl_->size * static_cast<int64_t>(send.element_size());
   run(*impl_, name_, "all_to_all", [&](MPI_Request* r) {
-    return MPI_Ialltoall(send.data_ptr(), count_of(bytes, "all_to_all"), MPI_BYTE,
-                         received.data_ptr(), count_of(bytes, "all_to_all"), MPI_BYTE, impl_->comm, r);
+    const int count = count_of(bytes, "all_to_all");
+    return r ? MPI_Ialltoall(send.data_ptr(), count, MPI_BYTE, received.data_ptr(), count,
+                             MPI_BYTE, impl_->comm, r)
+             : MPI_Alltoall(send.data_ptr(), count, MPI_BYTE, received.data_ptr(), count,
+                            MPI_BYTE, impl_->comm);
   });
   auto chunk = tensor.sizes().vec();
   chunk[split_dim] /= impl_->size;
@@ -323,7 +345,9 @@ void Communicator::broadcast_(at::Tensor& tensor, int root) const {
   at::Tensor buffer = tensor.contiguous();
   int64_t bytes = buffer.numel() * static_cast<int64_t>(buffer.element_size());
   run(*impl_, name_, "broadcast", [&](MPI_Request* r) {
-    return MPI_Ibcast(buffer.data_ptr(), count_of(bytes, "broadcast"), MPI_BYTE, root, impl_->comm, r);
+    const int count = count_of(bytes, "broadcast");
+    return r ? MPI_Ibcast(buffer.data_ptr(), count, MPI_BYTE, root, impl_->comm, r)
+             : MPI_Bcast(buffer.data_ptr(), count, MPI_BYTE, root, impl_->comm);
   });
   if (!buffer.is_same(tensor)) tensor.copy_(buffer);
 }
@@ -396,6 +420,10 @@ void PendingCollective::wait() {
   impl_->keep_alive.clear();
 }
 
+// complete_at_start: with the watchdog, the *_async forms make the blocking call and return a
+// finished PendingCollective. Open MPI's nonblocking collectives progress only inside MPI calls
+// (no progress thread) and run slower algorithms: an all-reduce takes about twice as long, more
+// than the overlap with backward hides on CPU.
 PendingCollective Communicator::all_reduce_async_(const at::Tensor& buffer, ReduceOp op) const {
   check_cpu(buffer, "all_reduce_async_");
   NNX_CHECK(buffer.is_contiguous() && !detail::reduced_in_float(buffer.scalar_type()),
@@ -404,12 +432,19 @@ PendingCollective Communicator::all_reduce_async_(const at::Tensor& buffer, Redu
   agree(*impl_, "all_reduce_async_", buffer, static_cast<int64_t>(op));
   PendingCollective pending;
   if (impl_->size == 1) return pending;
+  const int count = count_of(buffer.numel(), "all_reduce");
+  const MPI_Datatype type = mpi_type(buffer.scalar_type(), "all_reduce");
+  if (detail::watchdog_available()) {  // see complete_at_start
+    detail::WatchedCall watched(impl_->comm, "all_reduce_async_", name_.c_str());
+    check(MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, mpi_op(op), impl_->comm),
+          "MPI_Allreduce");
+    return pending;
+  }
   pending.impl_ = std::make_unique<detail::PendingImpl>();
   pending.impl_->keep_alive = {buffer};
   pending.impl_->comm = impl_->comm;
   pending.impl_->comm_name = name_;
-  check(MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count_of(buffer.numel(), "all_reduce"),
-                       mpi_type(buffer.scalar_type(), "all_reduce"), mpi_op(op), impl_->comm,
+  check(MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, mpi_op(op), impl_->comm,
                        &pending.impl_->request),
         "MPI_Iallreduce");
   return pending;
@@ -432,13 +467,20 @@ PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
     out.copy_(stacked.view(out.sizes()));
     return pending;
   }
+  const int count = count_of(out.numel(), "reduce_scatter");
+  const MPI_Datatype type = mpi_type(out.scalar_type(), "reduce_scatter");
+  if (detail::watchdog_available()) {  // see complete_at_start
+    detail::WatchedCall watched(impl_->comm, "reduce_scatter_async", name_.c_str());
+    check(MPI_Reduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
+                                   impl_->comm),
+          "MPI_Reduce_scatter_block");
+    return pending;
+  }
   pending.impl_ = std::make_unique<detail::PendingImpl>();
   pending.impl_->keep_alive = {stacked, out};
   pending.impl_->comm = impl_->comm;
   pending.impl_->comm_name = name_;
-  check(MPI_Ireduce_scatter_block(stacked.data_ptr(), out.data_ptr(),
-                                  count_of(out.numel(), "reduce_scatter"),
-                                  mpi_type(out.scalar_type(), "reduce_scatter"), MPI_SUM,
+  check(MPI_Ireduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
                                   impl_->comm, &pending.impl_->request),
         "MPI_Ireduce_scatter_block");
   return pending;
@@ -446,13 +488,17 @@ PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
 
 void Communicator::barrier() const {
   if (impl_->size > 1)
-    run(*impl_, name_, "barrier", [&](MPI_Request* r) { return MPI_Ibarrier(impl_->comm, r); });
+    run(*impl_, name_, "barrier", [&](MPI_Request* r) {
+      return r ? MPI_Ibarrier(impl_->comm, r) : MPI_Barrier(impl_->comm);
+    });
 }
 
 Communicator Communicator::duplicate(std::string name) const {
   auto impl = std::make_shared<detail::CommImpl>();
   run(*impl_, name_, "duplicate",
-      [&](MPI_Request* r) { return MPI_Comm_idup(impl_->comm, &impl->comm, r); });
+      [&](MPI_Request* r) {
+        return r ? MPI_Comm_idup(impl_->comm, &impl->comm, r) : MPI_Comm_dup(impl_->comm, &impl->comm);
+      });
   impl->owned = true;
   impl->rank = impl_->rank;
   impl->size = impl_->size;

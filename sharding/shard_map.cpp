@@ -6,6 +6,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+
 namespace nnx {
 
 namespace detail {
@@ -56,8 +58,17 @@ void check_spec_count(size_t given, size_t expected, const char* what) {
 }  // namespace detail
 
 namespace {
+// The communicator over `axes` of the running shard_map's mesh; errors are `who`'s.
 const Communicator& axis_comm(const std::vector<std::string>& axes, const char* who) {
-  return detail::current_shard_map_mesh(who).comm(axes);
+  const Mesh& mesh = detail::current_shard_map_mesh(who);
+  for (const auto& axis : axes) {
+    const auto& names = mesh.axis_names();
+    if (std::find(names.begin(), names.end(), axis) == names.end())
+      detail::throw_error(who, fmt::format("unknown mesh axis '{}'; the shard_map's mesh {} has "
+                                           "axes ({})",
+                                           axis, mesh.to_string(), fmt::join(names, ", ")));
+  }
+  return mesh.comm(axes);
 }
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include <nnx/core/error.h>
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/redistribute.h>
+#include <nnx/sharding/spec_check.h>
 
 #include <ATen/ATen.h>
 
@@ -39,6 +40,25 @@ double global_sum(const Array& x) {
   return (total.mesh() ? gather(total) : total.local()).item<double>();
 }
 
+namespace {
+
+// The mask [leading dims of values, then 1s] laid out as the values' leading dims, so that its
+// local block lines up with (broadcasts against) the values' local block.
+Array aligned_mask(const Array& mask, const Array& values) {
+  if (!values.mesh()) return mask.mesh() ? Array(gather(mask)) : mask;
+  const PartitionSpec own = pad_spec(values.spec(), values.shape().size());
+  std::vector<SpecEntry> entries(own.entries().begin(), own.entries().end());
+  for (size_t d = 0; d < entries.size(); ++d)
+    if (mask.shape()[d] == 1 && values.shape()[d] != 1) entries[d] = none;
+  const PartitionSpec spec(entries);
+  if (!mask.mesh()) return device_put(mask.local(), {values.mesh(), spec});
+  NNX_CHECK(*mask.mesh() == *values.mesh(), "the mask lies on {} but the values on {}; put both "
+            "on one mesh", mask.mesh()->to_string(), values.mesh()->to_string());
+  return redistribute(mask, spec);
+}
+
+}  // namespace
+
 std::pair<double, double> masked_sum_and_count(const Array& values,
                                                const std::optional<Array>& mask) {
   if (!mask) return {global_sum(values), static_cast<double>(values.numel())};
@@ -51,7 +71,11 @@ std::pair<double, double> masked_sum_and_count(const Array& values,
   Shape expanded = m.shape();
   while (expanded.size() < values.shape().size()) expanded.push_back(1);
   const double per_mask_element = static_cast<double>(values.numel()) / m.numel();
-  Array weighted = as_float64(values) * reshape(m, expanded);
+  Array v = as_float64(values);
+  Array weights = aligned_mask(reshape(m, expanded), v);
+  // where(mask, values, 0) * mask: a masked-out NaN or inf (a padded row) counts as 0, not NaN.
+  at::Tensor kept = at::where(weights.local() != 0, v.local(), at::zeros({}, v.local().options()));
+  Array weighted = v.with_local(kept * weights.local());
   return {global_sum(weighted), global_sum(m) * per_mask_element};
 }
 

@@ -26,8 +26,6 @@ double collective_timeout_seconds() {
   return seconds;
 }
 
-namespace {
-// Whether world rank `world_rank` is a member of `comm`.
 bool is_member(MPI_Comm comm, int world_rank) {
   MPI_Group world_group, group;
   MPI_Comm_group(MPI_COMM_WORLD, &world_group);
@@ -38,7 +36,6 @@ bool is_member(MPI_Comm comm, int world_rank) {
   MPI_Group_free(&world_group);
   return translated != MPI_UNDEFINED;
 }
-}  // namespace
 
 void wait_for(MPI_Request* request, MPI_Comm comm, const char* op, const char* comm_name,
               bool watch_departures, double timeout_seconds) {

@@ -13,6 +13,8 @@ namespace nnx::detail {
 // `timeout_seconds`: 0 means collective_timeout_seconds().
 void wait_for(MPI_Request* request, MPI_Comm comm, const char* op, const char* comm_name,
               bool watch_departures = true, double timeout_seconds = 0);
+// Whether world rank `world_rank` is a member of `comm`.
+bool is_member(MPI_Comm comm, int world_rank);
 // Seconds a collective may wait: NNX_COLLECTIVE_TIMEOUT, else 300.
 double collective_timeout_seconds();
 

@@ -68,3 +68,17 @@ TEST_CASE("asynchronous saves write what was saved while training goes on",
                                   nnx_test::whole_values(manager.restore(step, target)));
   }
 }
+
+TEST_CASE("restoring the latest step needs every rank to see the same latest step", "[ranks2]") {
+  // Each rank's own directory (as on node-local disks): rank 0 sees step 3, rank 1 step 5.
+  nnx_test::SharedDir dir;
+  const std::string mine = dir.sub(fmt::format("rank{}", nnx::world_rank()));
+  const int64_t step = nnx::world_rank() == 0 ? 3 : 5;
+  std::filesystem::create_directories(fmt::format("{}/{}", mine, step));
+  nnx_test::write_bytes(fmt::format("{}/{}/manifest.json", mine, step), "{}");
+  ckpt::CheckpointManager manager(mine);
+  CHECK(manager.latest_step() == step);  // a local question: each rank's own listing
+  CHECK_THROWS_WITH(manager.restore(ckpt::latest, step_state(0)),
+                    Contains("the ranks see different latest checkpoints") &&
+                        Contains("steps 3 to 5"));
+}

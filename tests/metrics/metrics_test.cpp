@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 
 using Catch::Matchers::Contains;
 namespace metrics = nnx::metrics;
@@ -67,6 +68,22 @@ TEST_CASE("a mask leaves out padded examples") {
   CHECK(average.count() == 2.0);
   CHECK_THROWS_WITH(average.update({{"values", array({1})}, {"mask", array({1, 1})}}),
                     Contains("must match the leading dims of the values"));
+  // A padded row's NaN or inf is left out with it; an unmasked NaN still shows.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  metrics::Average padded;
+  padded.update({{"values", nnx::Array(torch::tensor({2., nan, 4., inf}))},
+                 {"mask", nnx::Array(torch::tensor({1.f, 0.f, 1.f, 0.f}))}});
+  CHECK(padded.compute() == 3.0);
+  metrics::Welford spread;
+  spread.update({{"values", nnx::Array(torch::tensor({2., nan, 4.}))},
+                 {"mask", nnx::Array(torch::tensor({true, false, true}))}});
+  CHECK(spread.compute().mean == 3.0);
+  CHECK(spread.compute().standard_deviation == 1.0);
+  metrics::Average unmasked;
+  unmasked.update({{"values", nnx::Array(torch::tensor({2., nan}))},
+                   {"mask", nnx::Array(torch::tensor({1.f, 1.f}))}});
+  CHECK(std::isnan(unmasked.compute()));
 }
 
 TEST_CASE("MultiMetric updates each metric with the inputs it takes") {
@@ -117,6 +134,8 @@ TEST_CASE("metrics of sharded inputs equal the one-device metrics on every layou
   auto labels = torch::randint(6, {8}, torch::kLong);
   auto losses = torch::rand({8}) * 3;
   auto mask = torch::tensor({1.f, 1.f, 1.f, 0.f, 1.f, 0.f, 1.f, 1.f});
+  losses[3] = std::numeric_limits<float>::quiet_NaN();  // padded rows: left out, not NaN
+  losses[5] = std::numeric_limits<float>::infinity();
   auto one_device = [&](metrics::MultiMetric m) {
     m.update({{"loss", nnx::Array(losses)}, {"logits", nnx::Array(logits)},
               {"labels", nnx::Array(labels)}, {"mask", nnx::Array(mask)}});
@@ -126,6 +145,7 @@ TEST_CASE("metrics of sharded inputs equal the one-device metrics on every layou
                               {"spread", metrics::Welford("loss")}});
   const auto expected = one_device(fresh);
   CHECK(expected.at("accuracy") > 0.0);
+  for (const auto& [name, value] : expected) CHECK(std::isfinite(value));
 
   using nnx::P;
   struct Layout { nnx::PartitionSpec rows, logits; };

@@ -6,6 +6,7 @@
 
 using namespace nnx_test;
 using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
 
 namespace {
 std::shared_ptr<const nnx::Mesh> mesh_2d() {
@@ -149,7 +150,7 @@ TEST_CASE("collectives outside shard_map and wrong spec counts are clear errors"
   auto f = nnx::shard_map([](at::Tensor x) { return x; }, mesh, {nnx::P(), nnx::P()}, nnx::P());
   CHECK_THROWS_WITH(f(torch::ones({2})), Contains("1 value(s) for 2 in_specs"));
   auto g = nnx::shard_map([](at::Tensor x) { return nnx::psum(x, "k"); }, mesh, {nnx::P()}, nnx::P());
-  CHECK_THROWS_WITH(g(torch::ones({2})), Contains("unknown mesh axis 'k'"));
+  CHECK_THROWS_WITH(g(torch::ones({2})), StartsWith("[psum] unknown mesh axis 'k'"));
 }
 
 TEST_CASE("visualize_sharding draws who holds which block", "[ranks8]") {

@@ -2,6 +2,8 @@
 // written by hand with torch::nn::Linear and torch::optim::Adam, in one process, same threads.
 // Under mpirun -np N, nnx trains data parallel (global batch split over N) and rank 0 prints the
 // samples/s of all ranks together; the LibTorch step runs on one process only (-np 1).
+// Usage: bench_train_step [steps=100] [layout=dp|fsdp]; fsdp splits every kernel's rows over the
+// data axis as well (each rank keeps 1/N of the parameters and of Adam's moments).
 // The two steps alternate, so that both see the same machine. Prints JSON lines: medians of the
 // whole step and of its two halves, and the ratios nnx / LibTorch.
 #include <nnx/nnx.h>
@@ -19,8 +21,13 @@
 namespace {
 
 struct Mlp : nnx::Module {
-  Mlp(int64_t width, nnx::Rngs& rngs)
-      : hidden1(784, width, rngs), hidden2(width, width, rngs), head(width, 10, rngs) {}
+  Mlp(int64_t width, nnx::Rngs& rngs, bool fsdp)
+      : hidden1(784, width, rngs, options(fsdp)), hidden2(width, width, rngs, options(fsdp)),
+        head(width, 10, rngs, options(fsdp)) {}
+  static nnx::LinearOptions options(bool fsdp) {
+    if (!fsdp) return {};
+    return {.kernel_metadata = {.out_sharding = nnx::P("data", nnx::none)}};
+  }
   nnx::Array operator()(const nnx::Array& x) {
     return head(nnx::relu(hidden2(nnx::relu(hidden1(x)))));
   }
@@ -49,8 +56,8 @@ struct NnxRun {
   nnx::optim::Optimizer opt;
   nnx::Array x, y;
   nnx::State grads;
-  NnxRun(int64_t batch, int64_t width)
-      : model(width, rngs), opt(model, nnx::optim::adam(1e-4)),
+  NnxRun(int64_t batch, int64_t width, bool fsdp)
+      : model(width, rngs, fsdp), opt(model, nnx::optim::adam(1e-4)),
         x(nnx::device_put(torch::randn({batch, 784}), {mesh, nnx::P("data")})),
         y(nnx::device_put(torch::randint(10, {batch}), {mesh, nnx::P("data")})) {
     grad();
@@ -108,10 +115,12 @@ struct Timings {
 
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::stoi(argv[1]) : 100;
+  const std::string layout = argc > 2 ? argv[2] : "dp";
+  NNX_CHECK(layout == "dp" || layout == "fsdp", "layout is dp or fsdp, got '{}'", layout);
   const int64_t batch = 256, width = 1024;
   const int ranks = nnx::world_size();
   const bool with_torch = ranks == 1;
-  NnxRun nnx_run(batch, width);
+  NnxRun nnx_run(batch, width, layout == "fsdp");
   std::optional<TorchRun> torch_run;
   if (with_torch) torch_run.emplace(batch, width);
   // Interleaved, so that both see the same machine; 5 warm-up steps each.
@@ -124,10 +133,10 @@ int main(int argc, char** argv) {
   if (nnx::world_rank() != 0) return 0;
   const auto line = [&](const char* system, const Timings& r) {
     const double step = median(r.step);
-    fmt::print("{{\"bench\": \"train_step\", \"system\": \"{}\", \"ranks\": {}, \"threads\": {}, "
+    fmt::print("{{\"bench\": \"train_step\", \"system\": \"{}\", \"layout\": \"{}\", \"ranks\": {}, \"threads\": {}, "
                "\"global_batch\": {}, \"steps\": {}, \"step_ms\": {:.2f}, \"value_and_grad_ms\": {:.2f}, "
                "\"update_ms\": {:.2f}, \"samples_per_s\": {:.0f}}}\n",
-               system, ranks, at::get_num_threads(), batch, reps, step * 1e3,
+               system, layout, ranks, at::get_num_threads(), batch, reps, step * 1e3,
                median(r.grad) * 1e3, median(r.update) * 1e3, batch / step);
   };
   line("nnx", n);

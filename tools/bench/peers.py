@@ -1,0 +1,118 @@
+"""nnx against its peers, side by side in one run on this machine. Workloads:
+  (a) the MLP of bench_train_step (784-1024-1024-10, Adam, global batch 256), data parallel on 1, 2
+      and 4 ranks: nnx, hand-written LibTorch (1 rank), PyTorch DDP, Flax NNX under nnx.jit;
+  (b) the seed-003 DotReluDot at depth 1024 and 4096 on the (2, 4) data x model mesh: nnx, Flax;
+  (c) FSDP, the MLP with its kernels split over the data axis on 2 and 4 ranks: nnx, PyTorch FSDP2
+      (fully_shard), Flax.
+Each rank of nnx and of PyTorch gets cores / ranks threads; Flax runs N fake devices in one process.
+Prints a Markdown table of samples/s with nnx / best peer, and writes every JSON line to --json.
+
+Usage: peers.py --build build [--steps 50] [--json results.jsonl] [--plot plot.png]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+RUN_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+
+
+def run_json(cmd):
+    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
+    out = subprocess.run(cmd, capture_output=True, text=True, env=RUN_ENV, timeout=1800)
+    if out.returncode != 0:
+        sys.stderr.write(out.stdout + out.stderr)
+        raise SystemExit(f"{cmd[0]} exited {out.returncode}")
+    lines = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
+    return [l for l in lines if "system" in l]
+
+
+def mpirun(n, *cmd):
+    return ["mpirun", "-np", str(n), "--oversubscribe", *cmd]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--json")
+    parser.add_argument("--plot")
+    args = parser.parse_args()
+    bench = os.path.join(args.build, "tools", "bench")
+    py = sys.executable
+    steps = str(args.steps)
+    rows = []  # (workload, ranks, {system: samples/s})
+
+    def add(workload, ranks, lines):
+        rows.append((workload, ranks, {l["system"]: l["samples_per_s"] for l in lines}))
+        all_lines.extend(dict(l, workload=workload) for l in lines)
+
+    all_lines = []
+    for n in (1, 2, 4):
+        lines = run_json(mpirun(n, os.path.join(bench, "bench_train_step"), steps, "dp"))
+        lines += run_json([py, os.path.join(here, "peers", "torch_mlp.py"), "--system", "ddp",
+                           "--ranks", str(n), "--steps", steps])
+        lines += run_json([py, os.path.join(here, "peers", "flax_peers.py"), "mlp", "--devices",
+                           str(n), "--steps", steps])
+        add("(a) MLP data parallel", n, lines)
+    for depth in (1024, 4096):
+        dot_steps = "10" if depth == 4096 else "20"
+        lines = run_json(mpirun(8, os.path.join(bench, "bench_dot_relu_dot"), str(depth), "2", "4",
+                                "256", dot_steps))
+        lines += run_json([py, os.path.join(here, "peers", "flax_peers.py"), "dot", "--depth",
+                           str(depth), "--steps", dot_steps])
+        add(f"(b) DotReluDot depth {depth}, mesh (2,4)", 8, lines)
+    for n in (2, 4):
+        lines = run_json(mpirun(n, os.path.join(bench, "bench_train_step"), steps, "fsdp"))
+        lines += run_json([py, os.path.join(here, "peers", "torch_mlp.py"), "--system", "fsdp2",
+                           "--ranks", str(n), "--steps", steps])
+        lines += run_json([py, os.path.join(here, "peers", "flax_peers.py"), "mlp", "--devices",
+                           str(n), "--layout", "fsdp", "--steps", steps])
+        add("(c) MLP FSDP (kernels over data)", n, lines)
+
+    systems = ["nnx", "libtorch", "pytorch_ddp", "pytorch_fsdp2", "flax_nnx_jit"]
+    print("| workload | ranks | " + " | ".join(systems) + " | nnx / best peer |")
+    print("|" + "---|" * (len(systems) + 3))
+    for workload, ranks, got in rows:
+        peers = [v for k, v in got.items() if k != "nnx"]
+        ratio = got["nnx"] / max(peers) if peers else float("nan")
+        cells = [f"{got[s]:.0f}" if s in got else "" for s in systems]
+        print(f"| {workload} | {ranks} | " + " | ".join(cells) + f" | {ratio:.2f} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            for line in all_lines:
+                f.write(json.dumps(line) + "\n")
+    if args.plot:
+        plot(rows, systems, args.plot)
+
+
+def plot(rows, systems, path):
+    """A clustered bar chart of samples/s relative to nnx, one cluster per row (gnuplot)."""
+    data = path + ".dat"
+    with open(data, "w") as f:
+        f.write("row " + " ".join(systems) + "\n")
+        for workload, ranks, got in rows:
+            label = workload.split(")")[0] + f") {ranks}r"
+            f.write(f'"{label}" ' + " ".join(
+                f"{got[s] / got['nnx']:.3f}" if s in got else "-" for s in systems) + "\n")
+    script = f"""
+set terminal pngcairo size 1100,480
+set output '{path}'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid border -1
+set datafile missing '-'
+set ylabel 'samples/s relative to nnx'
+set yrange [0:*]
+set key outside right
+set xtics rotate by -30
+plot for [i=2:{len(systems) + 1}] '{data}' using i:xtic(1) title columnhead(i)
+"""
+    subprocess.run(["gnuplot"], input=script, text=True, check=True)
+    os.remove(data)
+
+
+if __name__ == "__main__":
+    main()
