@@ -1,5 +1,6 @@
 // MPI start-up on first use and the world's rank and size.
 #include <nnx/sharding/communicator.h>
+#include <nnx/sharding/detail/allocator_tuning.h>
 #include <nnx/sharding/detail/exit_protocol.h>
 #include <nnx/sharding/threads.h>
 #include <nnx/sharding/world.h>
@@ -15,6 +16,7 @@ namespace detail {
 
 void ensure_mpi() {
   apply_default_threads();
+  tune_allocator_once();
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) return;

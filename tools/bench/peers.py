@@ -30,7 +30,8 @@ def run_json(cmd):
 
 
 def mpirun(n, *cmd):
-    return ["mpirun", "-np", str(n), "--oversubscribe", *cmd]
+    # Unbound, as the Python peers' processes: mpirun would pin a lone rank to one core.
+    return ["mpirun", "-np", str(n), "--oversubscribe", "--bind-to", "none", *cmd]
 
 
 def main():
@@ -94,11 +95,12 @@ def plot(rows, systems, path):
     with open(data, "w") as f:
         f.write("row " + " ".join(systems) + "\n")
         for workload, ranks, got in rows:
-            label = workload.split(")")[0] + f") {ranks}r"
+            depth = workload.split("depth ")[1].split(",")[0] if "depth" in workload else ""
+            label = workload.split(")")[0] + ")" + (f" d{depth}" if depth else "") + f" {ranks}r"
             f.write(f'"{label}" ' + " ".join(
                 f"{got[s] / got['nnx']:.3f}" if s in got else "-" for s in systems) + "\n")
     script = f"""
-set terminal pngcairo size 1100,480
+set terminal pngcairo size 1100,480 noenhanced
 set output '{path}'
 set style data histograms
 set style histogram clustered gap 1
