@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <set>
+#include <sstream>
 
 namespace nnx::checkpoint {
 
@@ -145,6 +147,52 @@ void raise_if_any_failed(const Communicator& comm, const std::string& error) {
   throw Error(fmt::format("rank {} failed: {}", failed, message));
 }
 
+namespace {
+
+// One line per variable: what every rank must agree on before anything is written.
+std::string variables_summary(const SavePlan& plan) {
+  std::string out;
+  for (const auto& v : plan.variables)
+    out += fmt::format("{} {} {} {} {}\n", v.path, v.dtype, fmt::join(v.shape, "x"), v.spec.dump(),
+                       fmt::join(v.mesh.axis_sizes, "x"));
+  return out;
+}
+
+std::set<std::string> lines_of(const std::string& text) {
+  std::set<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.insert(line);
+  return lines;
+}
+
+// Every rank must save the same variables with the same dtypes, shapes and layouts: a variable
+// only some ranks hold would otherwise be dropped (one rank writes a replicated variable) or
+// saved inconsistently. The same error on every rank, listing what differs from rank 0.
+void check_same_variables(const Communicator& comm, const SavePlan& plan) {
+  const auto summaries = all_gather_strings(comm, variables_summary(plan));
+  std::vector<std::string> problems;
+  const auto reference = lines_of(summaries[0]);
+  for (size_t r = 1; r < summaries.size(); ++r) {
+    if (summaries[r] == summaries[0]) continue;
+    const auto theirs = lines_of(summaries[r]);
+    for (const auto& line : theirs)
+      if (!reference.count(line)) problems.push_back(fmt::format("rank {} has {}", r, line));
+    for (const auto& line : reference)
+      if (!theirs.count(line)) problems.push_back(fmt::format("rank {} lacks {}", r, line));
+  }
+  if (problems.size() > 20) {
+    const size_t more = problems.size() - 20;
+    problems.resize(20);
+    problems.push_back(fmt::format("... and {} more", more));
+  }
+  NNX_CHECK(problems.empty(),
+            "nothing was saved: the ranks' states differ from rank 0's (path dtype shape spec "
+            "mesh):{}\nevery rank must save the same variables, laid out alike",
+            indented_list(problems));
+}
+
+}  // namespace
+
 SavePlan plan_save_everywhere(const Communicator& comm, const State& state, bool copy) {
   SavePlan plan;
   std::string error;
@@ -154,6 +202,7 @@ SavePlan plan_save_everywhere(const Communicator& comm, const State& state, bool
     error = e.what();
   }
   raise_if_any_failed(comm, error);
+  check_same_variables(comm, plan);
   return plan;
 }
 

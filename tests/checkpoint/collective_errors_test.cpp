@@ -42,3 +42,22 @@ TEST_CASE("a manager whose directory rank 0 cannot create fails on every rank", 
   CHECK_THROWS_WITH(ckpt::CheckpointManager(dir.sub("file/run")),
                     Contains("cannot create the checkpoint directory") && Contains("file/run"));
 }
+
+TEST_CASE("a variable only some ranks hold is refused on every rank, nothing saved", "[ranks2]") {
+  // Rank 0 writes a variable that lies on no mesh; here only rank 1 has 'extra', so it would be
+  // dropped without a word. And 'w' differs in shape between the ranks.
+  nnx_test::SharedDir dir;
+  nnx::State s;
+  s.add("w", nnx::Param(nnx::Array(torch::ones({2, nnx::world_rank() == 0 ? 2 : 3}))));
+  if (nnx::world_rank() == 1) s.add("extra", nnx::Param(nnx::Array(torch::zeros({4}))));
+  CHECK_THROWS_WITH(ckpt::save(dir.sub("c"), s),
+                    Contains("nothing was saved: the ranks' states differ") &&
+                        Contains("rank 1 has extra F32 4") && Contains("rank 1 has w F32 2x3") &&
+                        Contains("rank 1 lacks w F32 2x2"));
+  CHECK_FALSE(std::filesystem::exists(dir.sub("c/manifest.json")));
+  // The same state everywhere saves.
+  nnx::State same;
+  same.add("w", nnx::Param(nnx::Array(torch::ones({2, 2}))));
+  ckpt::save(dir.sub("d"), same);
+  CHECK(std::filesystem::exists(dir.sub("d/manifest.json")));
+}
