@@ -34,8 +34,10 @@ struct RestoreOptions {
   // Layout of target variables that carry no sharding: their metadata's spec on this mesh
   // (logical names through their rules). Null: whole arrays on every rank.
   std::shared_ptr<const Mesh> mesh;
-  // Read every chunk whole and check every checksum, even where only part is needed.
-  bool verify_all_checksums = false;
+  // Check every chunk read against its checksum, reading the whole of a chunk of which only
+  // part is needed (streamed through a small buffer). false: read only the needed byte runs of
+  // such chunks, unchecked (less I/O when resharding; a damaged byte there goes unnoticed).
+  bool verify_all_checksums = true;
 };
 
 // Writes `state` (concrete variables) to `dir`, which must not hold a checkpoint yet (unless

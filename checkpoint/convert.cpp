@@ -101,7 +101,8 @@ void export_safetensors(const std::string& dir, const std::string& file) {
                 fmt::join(t.shape, ", "), headers[c.file].data_start + t.begin);
       chunk.resize(c.nbytes);
       in->read_at(c.offset, chunk.data(), c.nbytes);
-      NNX_CHECK(crc32c(chunk.data(), chunk.size()) == c.crc32c,
+      NNX_CHECK(chunk_checksum(crc32c(chunk.data(), chunk.size()), c.start, c.shape, m.version) ==
+                    c.crc32c,
                 "'{}' in '{}': the chunk at [{}] fails its checksum; nothing was exported", v.path,
                 in->path(), fmt::join(c.start, ", "));
       place_block(chunk.data(), c.shape, c.start, whole.data(), v.shape, elem);
@@ -142,8 +143,9 @@ void import_safetensors(const std::string& file, const std::string& dir, const R
     v.shape = t.shape;
     v.metadata = {{"imported_name", t.name}};
     const uint64_t offset = header.data_start + t.begin, nbytes = t.end - t.begin;
-    v.chunks.push_back({name, t.name, std::vector<int64_t>(t.shape.size(), 0), t.shape, offset,
-                        nbytes, crc32c_of_range(copy, offset, nbytes)});
+    const std::vector<int64_t> origin(t.shape.size(), 0);
+    v.chunks.push_back({name, t.name, origin, t.shape, offset, nbytes,
+                        chunk_checksum(crc32c_of_range(copy, offset, nbytes), origin, t.shape)});
     m.variables.push_back(std::move(v));
   }
   const std::string text = serialize_manifest(m);

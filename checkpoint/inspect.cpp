@@ -79,7 +79,8 @@ VerifyReport verify(const std::string& dir) {
       if (it == files.end()) continue;  // already reported
       try {
         check_chunk_in_header(headers[c.file], c, v.dtype, v.path, it->second->path());
-        const uint32_t crc = crc32c_of_range(*it->second, c.offset, c.nbytes);
+        const uint32_t crc = chunk_checksum(crc32c_of_range(*it->second, c.offset, c.nbytes),
+                                            c.start, c.shape, manifest->version);
         NNX_CHECK(crc == c.crc32c,
                   "'{}' in '{}': the chunk at [{}] fails its checksum (crc32c {:08x}, manifest "
                   "{:08x})",

@@ -1,5 +1,6 @@
 // Manifest serialization and its validating parser: versions, file names, dtypes, shapes,
 // specs against meshes, and chunks that must lie inside their files and tile their variable.
+#include <nnx/checkpoint/crc32c.h>
 #include <nnx/checkpoint/dtype.h>
 #include <nnx/checkpoint/file_io.h>
 #include <nnx/checkpoint/manifest.h>
@@ -17,6 +18,18 @@
 #include <system_error>
 
 namespace nnx::checkpoint {
+
+uint32_t chunk_checksum(uint32_t bytes_crc, const std::vector<int64_t>& start,
+                        const std::vector<int64_t>& shape, int version) {
+  if (version < 2) return bytes_crc;
+  std::vector<int64_t> position{static_cast<int64_t>(start.size())};
+  position.insert(position.end(), start.begin(), start.end());
+  position.insert(position.end(), shape.begin(), shape.end());
+  std::vector<unsigned char> bytes;
+  for (int64_t v : position)
+    for (int b = 0; b < 8; ++b) bytes.push_back(static_cast<unsigned char>(static_cast<uint64_t>(v) >> (8 * b)));
+  return crc32c(bytes.data(), bytes.size(), bytes_crc);
+}
 namespace {
 
 using detail::Json;
@@ -250,8 +263,9 @@ Manifest parse_manifest(std::string_view text, std::string_view file) {
   Manifest m;
   m.version = static_cast<int>(
       detail::get_int(detail::field(j, "version", where), "version", INT_MIN, INT_MAX, where));
-  where.check(m.version == kManifestVersion, "manifest version {}; this nnx reads version {}{}",
-              m.version, kManifestVersion,
+  where.check(m.version >= kOldestManifestVersion && m.version <= kManifestVersion,
+              "manifest version {}; this nnx reads versions {} to {}{}", m.version,
+              kOldestManifestVersion, kManifestVersion,
               m.version > kManifestVersion ? " (the checkpoint was written by a newer nnx)" : "");
   detail::check_keys(
       j, {"format", "version", "world_size", "files", "variables", "per_rank", "user_metadata"},

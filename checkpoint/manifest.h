@@ -11,7 +11,9 @@
 
 namespace nnx::checkpoint {
 
-constexpr int kManifestVersion = 1;
+// Version 2 checksums cover each chunk's position as well as its bytes; version 1 is still read.
+constexpr int kManifestVersion = 2;
+constexpr int kOldestManifestVersion = 1;
 constexpr uint64_t kMaxManifestBytes = 1ull << 30;
 constexpr size_t kMaxChunksPerVariable = size_t{1} << 16;
 
@@ -27,6 +29,12 @@ struct ChunkRecord {
   uint32_t crc32c = 0;
   bool operator==(const ChunkRecord&) const = default;
 };
+
+// A chunk's checksum as the manifest records it: the CRC-32C of its bytes (`bytes_crc`), from
+// version 2 on extended over its start and shape (little-endian int64s), so that a chunk moved
+// to another position in the manifest fails it.
+uint32_t chunk_checksum(uint32_t bytes_crc, const std::vector<int64_t>& start,
+                        const std::vector<int64_t>& shape, int version = kManifestVersion);
 
 struct MeshRecord {
   std::vector<std::string> axis_names;

@@ -1,5 +1,7 @@
-// checkpoint::restore: each rank reads, from the chunks that overlap its blocks, only the byte
-// runs it needs; whole chunks are checked against their checksums.
+// checkpoint::restore: each rank reads the chunks that overlap its blocks, checking every one
+// against its checksum: a chunk it needs whole goes straight into place; of a chunk it needs in
+// part, it streams the whole chunk through a small buffer (verified, bounded memory) and keeps
+// its part. With verify_all_checksums = false, it reads only the byte runs of its part, unchecked.
 #include <nnx/checkpoint/crc32c.h>
 #include <nnx/checkpoint/file_io.h>
 #include <nnx/checkpoint/safetensors.h>
@@ -22,9 +24,11 @@ namespace {
 // The shard files of one checkpoint, opened on first use; sizes checked against the manifest.
 class ShardFiles {
  public:
-  ShardFiles(std::string dir, const Manifest& manifest) : dir_(std::move(dir)) {
+  ShardFiles(std::string dir, const Manifest& manifest)
+      : dir_(std::move(dir)), version_(manifest.version) {
     for (const auto& f : manifest.files) sizes_[f.name] = f.size;
   }
+  int manifest_version() const { return version_; }
   // The file of `chunk` of `variable`, after checking its size and that its safetensors header
   // places the chunk where the manifest says.
   const InputFile& open(const ChunkRecord& chunk, const VariableRecord& variable) {
@@ -49,6 +53,7 @@ class ShardFiles {
     SafetensorsHeader header;
   };
   std::string dir_;
+  int version_;
   std::map<std::string, uint64_t> sizes_;
   std::map<std::string, Opened> files_;
 };
@@ -110,6 +115,40 @@ uint32_t read_region(const InputFile& file, const ChunkRecord& chunk, const Box&
   return crc;
 }
 
+// Reads the whole of `chunk` in slabs of dim-0 rows (about 16 MiB each, at least one row),
+// copies the part `region` into `dst` (covering `dst_box`) and returns the CRC-32C of all the
+// chunk's bytes: a partly needed chunk is checked without holding it whole.
+uint32_t read_verified_part(const InputFile& file, const ChunkRecord& chunk, const Box& region,
+                            at::Tensor& dst, const Box& dst_box) {
+  constexpr int64_t kSlabBytes = 16 << 20;
+  const int64_t rows = chunk.shape.empty() ? 1 : chunk.shape[0];
+  const int64_t row_bytes = rows == 0 ? 0 : static_cast<int64_t>(chunk.nbytes) / rows;
+  const int64_t per_slab = std::max<int64_t>(1, row_bytes == 0 ? rows : kSlabBytes / row_bytes);
+  uint32_t crc = 0;
+  for (int64_t first = 0; first < rows; first += per_slab) {
+    const int64_t count = std::min(per_slab, rows - first);
+    Box slab{chunk.start, chunk.shape};
+    if (!slab.size.empty()) {
+      slab.start[0] += first;
+      slab.size[0] = count;
+    }
+    at::Tensor buffer = torch::empty(slab.size, dst.options());
+    file.read_at(chunk.offset + static_cast<uint64_t>(first * row_bytes), buffer.data_ptr(),
+                 static_cast<uint64_t>(count * row_bytes));
+    crc = crc32c(buffer.data_ptr(), static_cast<size_t>(count * row_bytes), crc);
+    io_counts().bytes_read += count * row_bytes;
+    const Box keep = intersect(slab, region);
+    if (keep.numel() == 0) continue;
+    Box in_slab{keep.start, keep.size}, in_dst{keep.start, keep.size};
+    for (size_t d = 0; d < keep.start.size(); ++d) {
+      in_slab.start[d] -= slab.start[d];
+      in_dst.start[d] -= dst_box.start[d];
+    }
+    slice(dst, in_dst).copy_(slice(buffer, in_slab));
+  }
+  return crc;
+}
+
 // The layout the restored variable takes: the target's own sharding, else its metadata's spec
 // on options.mesh, else the whole array.
 std::pair<std::shared_ptr<const Mesh>, PartitionSpec> target_layout(const std::string& path,
@@ -149,21 +188,11 @@ Array restore_one(const std::string& dir, const std::string& path, const Variabl
     if (region.numel() == 0) continue;
     const InputFile& file = files.open(chunk, record);
     const bool whole = region == chunk_box || options.verify_all_checksums;
-    const Box read_box = whole ? chunk_box : region;
     uint32_t crc = 0;
-    if (read_box == region) {
-      crc = read_region(file, chunk, region, local, box);
-    } else {  // verify_all_checksums: the whole chunk through a buffer, then the part kept
-      at::Tensor part = torch::empty(read_box.size, local.options());
-      crc = read_region(file, chunk, read_box, part, read_box);
-      Box in_part{region.start, region.size}, in_local{region.start, region.size};
-      for (size_t d = 0; d < region.start.size(); ++d) {
-        in_part.start[d] -= read_box.start[d];
-        in_local.start[d] -= box.start[d];
-      }
-      slice(local, in_local).copy_(slice(part, in_part));
-    }
+    if (region == chunk_box || !whole) crc = read_region(file, chunk, region, local, box);
+    else crc = read_verified_part(file, chunk, region, local, box);
     if (whole) {
+      crc = chunk_checksum(crc, chunk.start, chunk.shape, files.manifest_version());
       NNX_CHECK(crc == chunk.crc32c,
                 "{}: the chunk at {} in '{}' fails its checksum (crc32c {:08x}, manifest {:08x}); "
                 "the file is corrupt: restore an earlier checkpoint",

@@ -229,7 +229,8 @@ void write_and_commit(const Communicator& comm, const std::string& dir, const Sa
                           {"shape", plan.blocks[i].data.sizes().vec()},
                           {"offset", written[i].file_offset},
                           {"nbytes", written[i].nbytes},
-                          {"crc32c", written[i].crc32c}});
+                          {"crc32c", chunk_checksum(written[i].crc32c, plan.blocks[i].start,
+                                                    plan.blocks[i].data.sizes().vec())}});
         io_counts().bytes_written += static_cast<int64_t>(written[i].nbytes);
       }
       mine["chunks"] = std::move(chunks);

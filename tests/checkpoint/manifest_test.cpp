@@ -72,7 +72,7 @@ Json& kernel_chunk(Json& j, int i) { return j["variables"][0]["chunks"][i]; }
 TEST_CASE("a manifest survives serialize then parse unchanged") {
   const Manifest m = sample();
   const std::string text = serialize_manifest(m);
-  CHECK_THAT(text, StartsWith("{\n \"format\": \"nnx-checkpoint\",\n \"version\": 1,\n "
+  CHECK_THAT(text, StartsWith("{\n \"format\": \"nnx-checkpoint\",\n \"version\": 2,\n "
                               "\"world_size\": 2,\n \"files\": [\n  {\n   \"name\": "
                               "\"shard-0.safetensors\",\n   \"size\": 1000\n  },"));
   const Manifest back = parse_manifest(text, kFile);
@@ -122,12 +122,13 @@ TEST_CASE("a manifest of another format or version is rejected") {
   CHECK_THROWS_WITH(parse_edited([](Json& j) { j["format"] = "orbax"; }),
                     Equals("[parse_manifest] 'ckpt/manifest.json': format is 'orbax', expected "
                            "'nnx-checkpoint': this is not an nnx checkpoint manifest"));
-  CHECK_THROWS_WITH(parse_edited([](Json& j) { j["version"] = 2; }),
-                    Equals("[parse_manifest] 'ckpt/manifest.json': manifest version 2; this nnx "
-                           "reads version 1 (the checkpoint was written by a newer nnx)"));
+  CHECK_THROWS_WITH(parse_edited([](Json& j) { j["version"] = 3; }),
+                    Equals("[parse_manifest] 'ckpt/manifest.json': manifest version 3; this nnx "
+                           "reads versions 1 to 2 (the checkpoint was written by a newer nnx)"));
   CHECK_THROWS_WITH(parse_edited([](Json& j) { j["version"] = 0; }),
                     Equals("[parse_manifest] 'ckpt/manifest.json': manifest version 0; this nnx "
-                           "reads version 1"));
+                           "reads versions 1 to 2"));
+  CHECK(parse_edited([](Json& j) { j["version"] = 1; }).version == 1);  // still read
   CHECK_THROWS_WITH(parse_edited([](Json& j) { j["version"] = "1"; }),
                     Contains("'ckpt/manifest.json': version must be an integer in"));
   CHECK_THROWS_WITH(parse_edited([](Json& j) { j.erase("format"); }),

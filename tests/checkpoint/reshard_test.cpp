@@ -1,5 +1,6 @@
-// Restoring onto other meshes and specs: values bitwise equal, each rank reading exactly the
-// bytes of its own blocks, and each distinct block written once.
+// Restoring onto other meshes and specs: values bitwise equal, each rank reading the chunks
+// that overlap its blocks whole and checking them (or, unchecked, exactly the bytes of its own
+// blocks), and each distinct block written once.
 #include "checkpoint_test_util.h"
 
 namespace ckpt = nnx::checkpoint;
@@ -52,18 +53,41 @@ int64_t global_sum(int64_t mine) {
 }
 
 // Restores `dir` onto `to` and checks values, layout, and bytes read.
+// The bytes of the chunks of `dir` that overlap each restored variable's local block.
+int64_t overlapping_chunk_bytes(const std::string& dir, const nnx::State& restored) {
+  auto manifest = nlohmann::json::parse(nnx_test::read_bytes(dir + "/manifest.json"));
+  int64_t bytes = 0;
+  for (const auto& v : manifest["variables"]) {
+    const nnx::Box box = restored.at(v["path"].get<std::string>()).value().local_box();
+    for (const auto& c : v["chunks"]) {
+      bool overlaps = true;
+      for (size_t d = 0; d < box.start.size(); ++d) {
+        const int64_t lo = c["start"][d], size = c["shape"][d];
+        overlaps = overlaps && lo < box.start[d] + box.size[d] && box.start[d] < lo + size;
+      }
+      if (overlaps) bytes += c["nbytes"].get<int64_t>();
+    }
+  }
+  return bytes;
+}
+
 nnx::State restore_and_check(const std::string& dir, const Layout& to) {
   ckpt::io_counts() = {};
-  auto restored = ckpt::restore(dir, abstract_target(to));
+  auto unchecked = ckpt::restore(dir, abstract_target(to), {.verify_all_checksums = false});
   int64_t local_bytes = 0;
+  for (const auto& [path, v] : unchecked) local_bytes += v.tensor().nbytes();
+  // Unchecked: exactly its own blocks' bytes, no more.
+  CHECK(ckpt::io_counts().bytes_read == local_bytes);
+  ckpt::io_counts() = {};
+  auto restored = ckpt::restore(dir, abstract_target(to));
   for (const auto& [path, v] : restored) {
     INFO(path << " onto " << to.name);
     CHECK(torch::equal(nnx::gather(v.value()), full_values().at(path)));
+    CHECK(torch::equal(v.tensor(), unchecked.at(path).tensor()));
     if (to.mesh) CHECK(v.value().spec() == nnx::pad_spec(spec_for(to, path), v.shape().size()));
-    local_bytes += v.tensor().nbytes();
   }
-  // Exactly its own blocks' bytes, no more.
-  CHECK(ckpt::io_counts().bytes_read == local_bytes);
+  // Checked (the default): every chunk it touches, whole, each verified once.
+  CHECK(ckpt::io_counts().bytes_read == overlapping_chunk_bytes(dir, restored));
   return restored;
 }
 
@@ -129,4 +153,72 @@ TEST_CASE("a model saved on one mesh restores onto another through its logical r
   nnx_test::check_bitwise_equal(saved_values, nnx_test::whole_values(restored));
   CHECK(restored["up.kernel"].value().spec() == P("data", "model"));
   CHECK(restored["up.kernel"].tensor().numel() * n == 8 * 16);
+}
+
+TEST_CASE("a damaged byte in a chunk read in part is caught when resharding", "[ranks2]") {
+  // Saved as rows over 2 ranks, restored as columns: each rank needs half of each chunk.
+  nnx_test::SharedDir dir;
+  auto mesh = nnx::make_mesh({2}, {"x"});
+  const auto full = torch::arange(16 * 24, torch::kFloat).reshape(kMatrixShape);
+  nnx::State rows;
+  rows.add("matrix", nnx::Param(nnx::device_put(full, {mesh, P("x", none)})));
+  ckpt::save(dir.sub("c"), rows);
+  if (nnx::world_rank() == 0) {  // one byte of the last row, in the columns rank 1 restores
+    const std::string shard = dir.sub("c/rank-00001.safetensors");
+    auto bytes = nnx_test::read_bytes(shard);
+    bytes[bytes.size() - 5] ^= 0x10;
+    nnx_test::write_bytes(shard, bytes);
+  }
+  nnx::Communicator::world().barrier();
+  nnx::State cols;
+  auto target = nnx::Array::abstract(kMatrixShape, torch::kFloat);
+  target.set_sharding(nnx::NamedSharding{mesh, P(none, "x")});
+  cols.add("matrix", nnx::Param(target));
+  // Every rank reads the damaged chunk whole and finds the damage, even rank 0, whose columns
+  // hold none of it.
+  CHECK_THROWS_WITH(ckpt::restore(dir.sub("c"), cols),
+                    Catch::Matchers::Contains("fails its checksum") &&
+                        Catch::Matchers::Contains("rank-00001.safetensors"));
+  // Unchecked, the damage reaches rank 1's values: what the default prevents.
+  auto unchecked = ckpt::restore(dir.sub("c"), cols, {.verify_all_checksums = false});
+  CHECK(torch::equal(nnx::gather(unchecked["matrix"].value()), full) == false);
+}
+
+TEST_CASE("a chunk's checksum covers its position: swapped starts are caught", "[ranks2]") {
+  nnx_test::SharedDir dir;
+  auto mesh = nnx::make_mesh({2}, {"x"});
+  const auto full = torch::arange(16 * 24, torch::kFloat).reshape(kMatrixShape);
+  nnx::State rows;
+  rows.add("matrix", nnx::Param(nnx::device_put(full, {mesh, P("x", none)})));
+  ckpt::save(dir.sub("c"), rows);
+  ckpt::save(dir.sub("old"), rows);
+  if (nnx::world_rank() == 0) {
+    // Swap the two chunks' starts: every byte intact, each chunk now claims the other's rows.
+    auto m = nlohmann::json::parse(nnx_test::read_bytes(dir.sub("c/manifest.json")));
+    auto& chunks = m["variables"][0]["chunks"];
+    std::swap(chunks[0]["start"], chunks[1]["start"]);
+    nnx_test::write_bytes(dir.sub("c/manifest.json"), m.dump(1));
+    // A version-1 manifest (checksums of the bytes only) is still read.
+    auto old = nlohmann::json::parse(nnx_test::read_bytes(dir.sub("old/manifest.json")));
+    old["version"] = 1;
+    for (auto& c : old["variables"][0]["chunks"]) {
+      const auto bytes = nnx_test::read_bytes(dir.sub("old/" + c["file"].get<std::string>()));
+      c["crc32c"] = ckpt::crc32c(bytes.data() + c["offset"].get<size_t>(), c["nbytes"].get<size_t>());
+    }
+    nnx_test::write_bytes(dir.sub("old/manifest.json"), old.dump(1));
+  }
+  nnx::Communicator::world().barrier();
+  auto target = [&] {
+    nnx::State s;
+    auto a = nnx::Array::abstract(kMatrixShape, torch::kFloat);
+    a.set_sharding(nnx::NamedSharding{mesh, P("x", none)});
+    s.add("matrix", nnx::Param(a));
+    return s;
+  };
+  CHECK_THROWS_WITH(ckpt::restore(dir.sub("c"), target()),
+                    Catch::Matchers::Contains("fails its checksum"));
+  CHECK(ckpt::verify(dir.sub("c")).problems.size() == 2);
+  auto restored = ckpt::restore(dir.sub("old"), target());
+  CHECK(torch::equal(nnx::gather(restored["matrix"].value()), full));
+  CHECK(ckpt::verify(dir.sub("old")).problems.empty());
 }
