@@ -91,6 +91,19 @@ nnx::State restore_and_check(const std::string& dir, const Layout& to) {
   return restored;
 }
 
+// {"matrix": values laid out by `sharding`}; an abstract target when `values` is undefined.
+nnx::State matrix_state(const at::Tensor& values, const nnx::NamedSharding& sharding) {
+  nnx::State s;
+  if (values.defined()) {
+    s.add("matrix", nnx::Param(nnx::device_put(values, sharding)));
+  } else {
+    auto a = nnx::Array::abstract(kMatrixShape, torch::kFloat);
+    a.set_sharding(sharding);
+    s.add("matrix", nnx::Param(a));
+  }
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("checkpoints restore onto every mesh and spec, reading only each rank's blocks",
@@ -160,8 +173,7 @@ TEST_CASE("a damaged byte in a chunk read in part is caught when resharding", "[
   nnx_test::SharedDir dir;
   auto mesh = nnx::make_mesh({2}, {"x"});
   const auto full = torch::arange(16 * 24, torch::kFloat).reshape(kMatrixShape);
-  nnx::State rows;
-  rows.add("matrix", nnx::Param(nnx::device_put(full, {mesh, P("x", none)})));
+  const nnx::State rows = matrix_state(full, {mesh, P("x", none)});
   ckpt::save(dir.sub("c"), rows);
   if (nnx::world_rank() == 0) {  // one byte of the last row, in the columns rank 1 restores
     const std::string shard = dir.sub("c/rank-00001.safetensors");
@@ -170,10 +182,7 @@ TEST_CASE("a damaged byte in a chunk read in part is caught when resharding", "[
     nnx_test::write_bytes(shard, bytes);
   }
   nnx::Communicator::world().barrier();
-  nnx::State cols;
-  auto target = nnx::Array::abstract(kMatrixShape, torch::kFloat);
-  target.set_sharding(nnx::NamedSharding{mesh, P(none, "x")});
-  cols.add("matrix", nnx::Param(target));
+  const nnx::State cols = matrix_state(at::Tensor(), {mesh, P(none, "x")});
   // Every rank reads the damaged chunk whole and finds the damage, even rank 0, whose columns
   // hold none of it.
   CHECK_THROWS_WITH(ckpt::restore(dir.sub("c"), cols),
@@ -188,8 +197,7 @@ TEST_CASE("a chunk's checksum covers its position: swapped starts are caught", "
   nnx_test::SharedDir dir;
   auto mesh = nnx::make_mesh({2}, {"x"});
   const auto full = torch::arange(16 * 24, torch::kFloat).reshape(kMatrixShape);
-  nnx::State rows;
-  rows.add("matrix", nnx::Param(nnx::device_put(full, {mesh, P("x", none)})));
+  const nnx::State rows = matrix_state(full, {mesh, P("x", none)});
   ckpt::save(dir.sub("c"), rows);
   ckpt::save(dir.sub("old"), rows);
   if (nnx::world_rank() == 0) {
@@ -208,13 +216,7 @@ TEST_CASE("a chunk's checksum covers its position: swapped starts are caught", "
     nnx_test::write_bytes(dir.sub("old/manifest.json"), old.dump(1));
   }
   nnx::Communicator::world().barrier();
-  auto target = [&] {
-    nnx::State s;
-    auto a = nnx::Array::abstract(kMatrixShape, torch::kFloat);
-    a.set_sharding(nnx::NamedSharding{mesh, P("x", none)});
-    s.add("matrix", nnx::Param(a));
-    return s;
-  };
+  auto target = [&] { return matrix_state(at::Tensor(), {mesh, P("x", none)}); };
   CHECK_THROWS_WITH(ckpt::restore(dir.sub("c"), target()),
                     Catch::Matchers::Contains("fails its checksum"));
   CHECK(ckpt::verify(dir.sub("c")).problems.size() == 2);
