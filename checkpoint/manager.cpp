@@ -4,6 +4,7 @@
 #include <nnx/checkpoint/manager.h>
 #include <nnx/checkpoint/detail/save_plan.h>
 #include <nnx/core/error.h>
+#include <nnx/sharding/background_thread.h>
 #include <nnx/sharding/world.h>
 
 #include <mpi.h>
@@ -110,6 +111,7 @@ bool CheckpointManager::save(int64_t step, const State& state, const SaveOptions
     // The writer runs at the lowest priority: training keeps its cores, and the save uses what
     // is idle (the kernel still gives it a share, so it cannot starve).
     setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
+    mark_background_thread();  // its collectives sleep while they wait, never spin
     try {
       save_now(step, *comm_, *plan, options);
     } catch (...) {

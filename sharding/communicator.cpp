@@ -54,7 +54,7 @@ void check(int code, const char* what) {
 // wait_for waits for it.
 template <class Call>
 void run(const detail::CommImpl& c, const std::string& comm_name, const char* op, Call call) {
-  if (detail::watchdog_available()) {
+  if (detail::watchdog_available() && !detail::lazy_waits()) {
     detail::WatchedCall watched(c.comm, op, comm_name.c_str());
     check(call(nullptr), op);
     return;

@@ -26,6 +26,13 @@ double collective_timeout_seconds() {
   return seconds;
 }
 
+namespace {
+thread_local bool lazy = false;
+}  // namespace
+
+void set_lazy_waits(bool on) { lazy = on; }
+bool lazy_waits() { return lazy; }
+
 bool is_member(MPI_Comm comm, int world_rank) {
   MPI_Group world_group, group;
   MPI_Comm_group(MPI_COMM_WORLD, &world_group);
@@ -49,8 +56,12 @@ void wait_for(MPI_Request* request, MPI_Comm comm, const char* op, const char* c
     int done = 0;
     MPI_Test(request, &done, MPI_STATUS_IGNORE);
     if (done) return;
-    if (spins % 256 != 255) continue;
-    std::this_thread::yield();  // ranks may share cores
+    if (lazy) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    } else {
+      if (spins % 256 != 255) continue;
+      std::this_thread::yield();  // ranks may share cores
+    }
     const auto now = Clock::now();
     if (watch_departures && !departure_seen) {
       const std::vector<int> departed = departed_ranks();

@@ -13,6 +13,12 @@ namespace nnx::detail {
 // `timeout_seconds`: 0 means collective_timeout_seconds().
 void wait_for(MPI_Request* request, MPI_Comm comm, const char* op, const char* comm_name,
               bool watch_departures = true, double timeout_seconds = 0);
+// Collectives of this thread wait lazily: started nonblocking and tested every 200 us in between
+// sleeps instead of spinning (a background thread, such as the checkpoint writer, then leaves
+// the cores to training while other ranks catch up).
+void set_lazy_waits(bool lazy);
+bool lazy_waits();
+
 // Whether world rank `world_rank` is a member of `comm`.
 bool is_member(MPI_Comm comm, int world_rank);
 // Seconds a collective may wait: NNX_COLLECTIVE_TIMEOUT, else 300.
