@@ -89,7 +89,9 @@ GradientTransformation chain(std::vector<GradientTransformation> transforms) {
             for (size_t k = 0; k < transforms.size(); ++k) {
               if (!transforms[k].fused) return nullptr;
               FusedInputs part{in.updates, in.params, in.sees_gradients && k == 0};
-              stages.push_back(transforms[k].fused(state.inner[k], part));
+              auto stage = transforms[k].fused(state.inner[k], part);
+              if (!stage) return nullptr;  // a part that cannot run fused: the whole takes update
+              stages.push_back(std::move(stage));
             }
             return detail::chain_stage(std::move(stages));
           }};

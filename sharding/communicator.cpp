@@ -52,9 +52,12 @@ void check(int code, const char* what) {
 // Runs an MPI collective without hanging: `call(nullptr)` makes the blocking call, watched by the
 // watchdog (collective_watchdog.h); without one, `call(&request)` starts the nonblocking call and
 // wait_for waits for it.
+// Whether this thread's collectives make blocking calls under the watchdog.
+bool blocking_calls() { return detail::watchdog_available() && !detail::lazy_waits(); }
+
 template <class Call>
 void run(const detail::CommImpl& c, const std::string& comm_name, const char* op, Call call) {
-  if (detail::watchdog_available() && !detail::lazy_waits()) {
+  if (blocking_calls()) {
     detail::WatchedCall watched(c.comm, op, comm_name.c_str());
     check(call(nullptr), op);
     return;
@@ -420,10 +423,10 @@ void PendingCollective::wait() {
   impl_->keep_alive.clear();
 }
 
-// complete_at_start: with the watchdog, the *_async forms make the blocking call and return a
-// finished PendingCollective. Open MPI's nonblocking collectives progress only inside MPI calls
-// (no progress thread) and run slower algorithms: an all-reduce takes about twice as long, more
-// than the overlap with backward hides on CPU.
+// complete_at_start: where calls block (blocking_calls), the *_async forms make the blocking
+// call and return a finished PendingCollective. Open MPI's nonblocking collectives progress only
+// inside MPI calls (no progress thread) and run slower algorithms: an all-reduce takes about
+// twice as long, more than the overlap with backward hides on CPU.
 PendingCollective Communicator::all_reduce_async_(const at::Tensor& buffer, ReduceOp op) const {
   check_cpu(buffer, "all_reduce_async_");
   NNX_CHECK(buffer.is_contiguous() && !detail::reduced_in_float(buffer.scalar_type()),
@@ -434,10 +437,10 @@ PendingCollective Communicator::all_reduce_async_(const at::Tensor& buffer, Redu
   if (impl_->size == 1) return pending;
   const int count = count_of(buffer.numel(), "all_reduce");
   const MPI_Datatype type = mpi_type(buffer.scalar_type(), "all_reduce");
-  if (detail::watchdog_available()) {  // see complete_at_start
-    detail::WatchedCall watched(impl_->comm, "all_reduce_async_", name_.c_str());
-    check(MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, mpi_op(op), impl_->comm),
-          "MPI_Allreduce");
+  if (blocking_calls()) {  // see complete_at_start
+    run(*impl_, name_, "all_reduce_async_", [&](MPI_Request*) {
+      return MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, mpi_op(op), impl_->comm);
+    });
     return pending;
   }
   pending.impl_ = std::make_unique<detail::PendingImpl>();
@@ -469,11 +472,11 @@ PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
   }
   const int count = count_of(out.numel(), "reduce_scatter");
   const MPI_Datatype type = mpi_type(out.scalar_type(), "reduce_scatter");
-  if (detail::watchdog_available()) {  // see complete_at_start
-    detail::WatchedCall watched(impl_->comm, "reduce_scatter_async", name_.c_str());
-    check(MPI_Reduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
-                                   impl_->comm),
-          "MPI_Reduce_scatter_block");
+  if (blocking_calls()) {  // see complete_at_start
+    run(*impl_, name_, "reduce_scatter_async", [&](MPI_Request*) {
+      return MPI_Reduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
+                                      impl_->comm);
+    });
     return pending;
   }
   pending.impl_ = std::make_unique<detail::PendingImpl>();

@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <type_traits>
+#include <utility>
 
 namespace nnx::optim::detail {
 
@@ -132,13 +134,15 @@ class AdamStage final : public SlotStage<AdamStage> {
   AdamStage(State& mu, State& nu, Variable& count, double b1, double b2, double eps,
             double eps_root)
       : SlotStage({&mu, &nu}), count_(count), step_(count_of(count) + 1), b1_(b1), b2_(b2),
-        eps_(eps), eps_root_(eps_root) {}
+        eps_(eps), eps_root_(eps_root),
+        single_{bias_reciprocal<float>(b1, step_), bias_reciprocal<float>(b2, step_)},
+        double_{bias_reciprocal<double>(b1, step_), bias_reciprocal<double>(b2, step_)} {}
   template <class T> void run(size_t i, int64_t begin, int64_t n, T* u, const T*) const {
     T* mu = slot<T>(0, i, begin);
     T* nu = slot<T>(1, i, begin);
     const T one_b1 = static_cast<T>(1 - b1_), b1 = static_cast<T>(b1_);
     const T one_b2 = static_cast<T>(1 - b2_), b2 = static_cast<T>(b2_);
-    const T r1 = bias_reciprocal<T>(b1_, step_), r2 = bias_reciprocal<T>(b2_, step_);
+    const auto& [r1, r2] = reciprocals<T>();
     const T eps = static_cast<T>(eps_), eps_root = static_cast<T>(eps_root_);
     for (int64_t j = 0; j < n; ++j) {
       const T g = u[j];
@@ -155,9 +159,17 @@ class AdamStage final : public SlotStage<AdamStage> {
   }
 
  private:
+  // The bias corrections of this step, once per dtype (not per block).
+  template <class T> const std::pair<T, T>& reciprocals() const {
+    if constexpr (std::is_same_v<T, float>) return single_;
+    else return double_;
+  }
+
   Variable& count_;
   int64_t step_;
   double b1_, b2_, eps_, eps_root_;
+  std::pair<float, float> single_;
+  std::pair<double, double> double_;
 };
 
 class RmsStage final : public SlotStage<RmsStage> {
@@ -252,8 +264,6 @@ void pass(const FusedStage& stage, size_t i, const at::Tensor& gradient, const a
 }  // namespace
 
 std::shared_ptr<FusedStage> chain_stage(std::vector<std::shared_ptr<FusedStage>> stages) {
-  for (const auto& s : stages)
-    if (!s) return nullptr;
   return std::make_shared<ChainStage>(std::move(stages));
 }
 std::shared_ptr<FusedStage> scale_stage(double factor, Variable* count_to_advance) {

@@ -41,8 +41,8 @@ template <class T> T bias_reciprocal(double decay, int64_t step) {
   return T(1) / (T(1) - std::pow(static_cast<T>(decay), static_cast<T>(step)));
 }
 
-// Stages of the built-in transformations (null where a stage cannot run fused: the caller then
-// takes the transformations' `update`). Slots are read and written in place.
+// Stages of the built-in transformations (the transformation returns null where it cannot run
+// fused: the caller then takes `update`). Slots are read and written in place.
 std::shared_ptr<FusedStage> chain_stage(std::vector<std::shared_ptr<FusedStage>> stages);
 std::shared_ptr<FusedStage> scale_stage(double factor, Variable* count_to_advance);
 std::shared_ptr<FusedStage> trace_stage(State& trace, double decay, bool nesterov);
