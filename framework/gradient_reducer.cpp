@@ -3,6 +3,7 @@
 #include <nnx/core/error.h>
 #include <nnx/framework/gradient_reducer.h>
 #include <nnx/framework/optimizer_spec.h>
+#include <nnx/sharding/collective_origin.h>
 #include <nnx/sharding/comm_buffer.h>
 #include <nnx/sharding/gradient.h>
 #include <nnx/sharding/redistribute.h>
@@ -123,6 +124,8 @@ struct GradientReducer::Impl {
 
   void start(Bucket& b, bool in_backward) {
     auto& counts = gradient_reduction_counts();
+    // Started from a hook or after backward, by rank: one origin for the collective check.
+    CollectiveOrigin origin("the gradient buckets of value_and_grad");
     if (!b.zero) {
       std::vector<at::Tensor> flat;
       int64_t total = 0;

@@ -3,8 +3,10 @@
 #include <nnx/core/shape.h>
 #include <nnx/sharding/comm_buffer.h>
 #include <nnx/sharding/communicator.h>
+#include <nnx/sharding/detail/call_stack.h>
 #include <nnx/sharding/detail/collective_wait.h>
 #include <nnx/sharding/detail/collective_watchdog.h>
+#include <nnx/sharding/detail/live_communicators.h>
 #include <nnx/sharding/world.h>
 
 #include <mpi.h>
@@ -13,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <climits>
+#include <cstring>
 #include <cstdlib>
 #include <mutex>
 #include <string_view>
@@ -21,16 +24,20 @@ namespace nnx {
 
 namespace detail {
 
+std::atomic<int64_t> owned_alive{0};  // communicators nnx made and has not yet freed
+
 struct CommImpl {
   MPI_Comm comm = MPI_COMM_NULL;
   std::string name;  // the Communicator's, for messages
   bool owned = false;
   int rank = 0;
   int size = 1;
+  std::atomic<uint64_t> calls{0};  // collectives made so far: their sequence numbers
   ~CommImpl() {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (owned && !finalized) MPI_Comm_free(&comm);
+    if (owned) --owned_alive;
+    if (owned && !finalized && comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   }
 };
 
@@ -139,40 +146,92 @@ bool fingerprints_match(const detail::CommImpl& c, const char* op, const at::Ten
   return both[0] == -both[1];
 }
 
+template <class T>
+std::vector<T> all_gather_fixed(const detail::CommImpl& c, const char* op, const T* mine,
+                                int count) {
+  std::vector<T> all(static_cast<size_t>(count) * c.size);
+  const int bytes = count * static_cast<int>(sizeof(T));
+  run(c, c.name, op, [&](MPI_Request* r) {
+    return r ? MPI_Iallgather(mine, bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, c.comm, r)
+             : MPI_Allgather(mine, bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, c.comm);
+  });
+  return all;
+}
+
+// After a disagreement: each rank's call site (the recorded line, and the frame where its call
+// path leaves the others'), one line per rank. Collective over c, on every member alike.
+std::vector<std::string> call_sites(const detail::CommImpl& c, const char* op,
+                                    const detail::CallStack& stack) {
+  constexpr int kFrames = detail::CallStack::kMaxFrames;
+  std::array<uint64_t, kFrames + 1> keys{};
+  keys[0] = stack.keys.size();
+  std::copy(stack.keys.begin(), stack.keys.end(), keys.begin() + 1);
+  auto all_keys = all_gather_fixed(c, op, keys.data(), kFrames + 1);
+  std::vector<std::vector<uint64_t>> others;
+  for (int r = 0; r < c.size; ++r) {
+    if (r == c.rank) continue;
+    const uint64_t* k = all_keys.data() + r * (kFrames + 1);
+    others.emplace_back(k + 1, k + 1 + std::min<uint64_t>(k[0], kFrames));
+  }
+  std::string site = detail::current_call_site();
+  site = site.empty() ? "no recorded line" : "from " + site;
+  if (!stack.origin.empty())
+    site += ", in " + stack.origin;
+  else if (const int frame = detail::first_divergent_frame(stack, others); frame >= 0)
+    site += ", in " + detail::describe_frame(stack.addresses[frame]);
+  else if (!stack.keys.empty())
+    site += ", the same call path";
+  constexpr int kChars = 512;
+  std::array<char, kChars> text{};
+  std::copy_n(site.begin(), std::min<size_t>(site.size(), kChars - 1), text.begin());
+  auto all_text = all_gather_fixed(c, op, text.data(), kChars);
+  std::vector<std::string> out;
+  for (int r = 0; r < c.size; ++r) out.emplace_back(all_text.data() + r * kChars);
+  return out;
+}
+
 // All members must call the same collective on the same dtype and shape: checked by fingerprint
-// always, and in full (every rank's call listed) in debug mode or when fingerprints differ.
-void agree(const detail::CommImpl& c, const char* op, const at::Tensor& t, int64_t extra) {
+// always, and in full (every rank's call and, in debug mode, its call path) in debug mode or
+// when fingerprints differ. In debug mode two calls of the same shape from different lines of the
+// program differ too, and each rank's message names every rank's call site.
+void agree(detail::CommImpl& c, const char* op, const at::Tensor& t, int64_t extra) {
+  const uint64_t sequence = ++c.calls;
   if (c.size == 1) return;
   bool fingerprints_differ = false;
-  if (!Communicator::checking()) {
+  const bool full = Communicator::checking();
+  if (!full) {
     if (!fingerprinting() || fingerprints_match(c, op, t, extra)) return;
     fingerprints_differ = true;
   }
-  constexpr int kWords = 12;
+  const detail::CallStack stack = full ? detail::capture_call_stack() : detail::CallStack{};
+  constexpr int kShapeWords = 8, kWords = 6 + kShapeWords;
   std::array<int64_t, kWords> mine{};
-  mine[0] = static_cast<int64_t>(std::hash<std::string>{}(op) & 0x7fffffff);
+  mine[0] = static_cast<int64_t>(std::hash<std::string_view>{}(op) & 0x7fffffff);
   mine[1] = static_cast<int64_t>(t.scalar_type());
   mine[2] = t.dim();
   mine[3] = extra;
-  for (int64_t d = 0; d < std::min<int64_t>(t.dim(), kWords - 4); ++d) mine[4 + d] = t.size(d);
-  std::vector<int64_t> all(kWords * c.size);
-  run(c, c.name, op, [&](MPI_Request* r) {
-    return r ? MPI_Iallgather(mine.data(), kWords, MPI_INT64_T, all.data(), kWords, MPI_INT64_T,
-                              c.comm, r)
-             : MPI_Allgather(mine.data(), kWords, MPI_INT64_T, all.data(), kWords, MPI_INT64_T,
-                             c.comm);
-  });
+  mine[4] = static_cast<int64_t>(sequence);
+  mine[5] = static_cast<int64_t>(detail::hash_of(stack) >> 1);
+  for (int64_t d = 0; d < std::min<int64_t>(t.dim(), kShapeWords); ++d) mine[6 + d] = t.size(d);
+  // The op's name travels too, for the message.
+  constexpr int kNameChars = 24;
+  std::array<char, kNameChars> name{};
+  std::copy_n(op, std::min<size_t>(std::strlen(op), kNameChars - 1), name.begin());
+  auto all = all_gather_fixed(c, op, mine.data(), kWords);
   bool same = true;
   for (int r = 1; r < c.size && same; ++r)
     same = std::equal(all.begin(), all.begin() + kWords, all.begin() + r * kWords);
   if (same && !fingerprints_differ) return;  // differing fingerprints are never let through
+  auto names = all_gather_fixed(c, op, name.data(), kNameChars);
+  auto sites = call_sites(c, op, stack);
   std::string table;
   for (int r = 0; r < c.size; ++r) {
     const int64_t* s = all.data() + r * kWords;
-    std::vector<int64_t> shape(s + 4, s + 4 + std::min<int64_t>(s[2], kWords - 4));
-    table += fmt::format("\n  rank {}: op#{} {} shape ({}) arg {}", r, s[0],
+    std::vector<int64_t> shape(s + 6, s + 6 + std::clamp<int64_t>(s[2], 0, kShapeWords));
+    table += fmt::format("\n  rank {}: collective #{} on '{}': {} {} ({}) arg {}, {}", r, s[4],
+                         c.name, names.data() + r * kNameChars,
                          c10::toString(static_cast<at::ScalarType>(s[1])), fmt::join(shape, ", "),
-                         s[3]);
+                         s[3], sites[r]);
   }
   detail::throw_error(op, fmt::format("members disagree on the collective (rank {} called {} with "
                                       "{} ({})):{}",
@@ -183,27 +242,44 @@ void agree(const detail::CommImpl& c, const char* op, const at::Tensor& t, int64
 }  // namespace
 
 namespace {
-// Communicators by id; they live until exit (there are few: the world and the mesh groups).
+// Communicators by id. Entries do not keep a communicator alive: a mesh's groups are freed with
+// the mesh, and an id outliving its communicator is an error that says so.
+struct RegistryEntry {
+  std::weak_ptr<detail::CommImpl> impl;
+  std::string name;
+};
 std::mutex registry_mutex;
-std::vector<Communicator>& registry() {
-  static std::vector<Communicator> all;
+std::vector<RegistryEntry>& registry() {
+  static std::vector<RegistryEntry> all;
   return all;
 }
 }  // namespace
+
+namespace detail {
+int64_t live_communicators() { return owned_alive.load(); }
+}  // namespace detail
 
 Communicator::Communicator(std::shared_ptr<detail::CommImpl> impl, std::string name)
     : impl_(std::move(impl)), name_(std::move(name)) {
   impl_->name = name_;
   std::lock_guard<std::mutex> lock(registry_mutex);
   id_ = static_cast<int64_t>(registry().size());
-  registry().push_back(*this);
+  registry().push_back({impl_, name_});
 }
 
 Communicator Communicator::by_id(int64_t id) {
   std::lock_guard<std::mutex> lock(registry_mutex);
   NNX_CHECK(id >= 0 && id < static_cast<int64_t>(registry().size()), "no communicator #{}", id);
-  return registry()[id];
+  const RegistryEntry& entry = registry()[id];
+  auto impl = entry.impl.lock();
+  NNX_CHECK(impl, "communicator #{} ('{}') no longer exists: its mesh was destroyed while a "
+            "computation (a backward pass) still needed it; keep the mesh, or an Array on it, "
+            "alive until the computation is done", id, entry.name);
+  return Communicator(std::move(impl), entry.name, id);
 }
+
+Communicator::Communicator(std::shared_ptr<detail::CommImpl> impl, std::string name, int64_t id)
+    : impl_(std::move(impl)), name_(std::move(name)), id_(id) {}
 
 Communicator Communicator::world() {
   static Communicator world = [] {
@@ -490,6 +566,8 @@ PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
 }
 
 void Communicator::barrier() const {
+  static const at::Tensor nothing = at::empty({0}, at::kByte);
+  agree(*impl_, "barrier", nothing, 0);
   if (impl_->size > 1)
     run(*impl_, name_, "barrier", [&](MPI_Request* r) {
       return r ? MPI_Ibarrier(impl_->comm, r) : MPI_Barrier(impl_->comm);
@@ -503,6 +581,7 @@ Communicator Communicator::duplicate(std::string name) const {
         return r ? MPI_Comm_idup(impl_->comm, &impl->comm, r) : MPI_Comm_dup(impl_->comm, &impl->comm);
       });
   impl->owned = true;
+  ++detail::owned_alive;
   impl->rank = impl_->rank;
   impl->size = impl_->size;
   return Communicator(impl, std::move(name));
@@ -513,6 +592,7 @@ Communicator Communicator::split(int color, int key, std::string name) const {
   barrier();  // bounded: MPI_Comm_split itself has no nonblocking form to wait on
   check(MPI_Comm_split(impl_->comm, color, key, &impl->comm), "MPI_Comm_split");
   impl->owned = true;
+  ++detail::owned_alive;
   MPI_Comm_rank(impl->comm, &impl->rank);
   MPI_Comm_size(impl->comm, &impl->size);
   return Communicator(impl, std::move(name));

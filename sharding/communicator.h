@@ -82,12 +82,14 @@ class Communicator {
   static void set_checking(bool on);
   static bool checking();
 
-  // Every communicator gets a process-wide id; autograd nodes keep the id, not the object.
+  // Every communicator gets a process-wide id; autograd nodes keep the id, not the object. A
+  // mesh's communicators are freed with the mesh (by_id then fails, naming the communicator).
   int64_t id() const { return id_; }
   static Communicator by_id(int64_t id);
 
  private:
   Communicator(std::shared_ptr<detail::CommImpl> impl, std::string name);
+  Communicator(std::shared_ptr<detail::CommImpl> impl, std::string name, int64_t id);  // by_id
   std::shared_ptr<detail::CommImpl> impl_;
   std::string name_;
   int64_t id_ = 0;

@@ -3,6 +3,7 @@
 #include <nnx/core/error.h>
 #include <nnx/sharding/detail/differentiable_collectives.h>
 #include <nnx/sharding/redistribute.h>
+#include <nnx/sharding/detail/call_stack.h>
 #include <nnx/sharding/spec_check.h>
 
 #include <torch/torch.h>
@@ -87,20 +88,22 @@ Array make_array_from_process_local_data(const NamedSharding& sharding, const at
   return Array::from_local(local, shape, NamedSharding{sharding.mesh, spec});
 }
 
-at::Tensor gather(const Array& x) {
+at::Tensor gather(const Array& x, std::source_location where) {
   if (x.is_fully_replicated()) return x.local();
+  detail::CallSiteScope site(where);
   auto label = RedistributeLabel::fallback("gather");
   return redistribute(x, PartitionSpec()).local();
 }
 
 Array redistribute(const Array& x, const PartitionSpec& spec,
-                   const std::vector<std::string>& partial_axes) {
+                   const std::vector<std::string>& partial_axes, std::source_location where) {
   NNX_CHECK(x.mesh() != nullptr, "the array is on no mesh; use device_put to place it on one");
-  return redistribute(x, NamedSharding{x.mesh(), spec}, partial_axes);
+  return redistribute(x, NamedSharding{x.mesh(), spec}, partial_axes, where);
 }
 
 Array redistribute(const Array& x, const NamedSharding& target,
-                   const std::vector<std::string>& partial_axes) {
+                   const std::vector<std::string>& partial_axes, std::source_location where) {
+  detail::CallSiteScope site(where);
   NNX_CHECK(x.mesh() != nullptr, "the array is on no mesh; use device_put to place it on one");
   NNX_CHECK(*target.mesh == *x.mesh(), "cannot redistribute from {} to another mesh {}",
             x.mesh()->to_string(), target.mesh->to_string());

@@ -6,6 +6,7 @@
 #include <nnx/sharding/array.h>
 #include <nnx/sharding/redistribute_plan.h>
 
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -18,14 +19,17 @@ Array device_put(const at::Tensor& full, const NamedSharding& sharding);
 // loader read); the global shape follows from the block shape and the sharding.
 Array make_array_from_process_local_data(const NamedSharding& sharding, const at::Tensor& local);
 
-// The whole value on every process.
-at::Tensor gather(const Array& x);
+// The whole value on every process. `where` (the caller's line) names the call in the errors of
+// the collective check (NNX_CHECK_COLLECTIVES=1); leave it to its default.
+at::Tensor gather(const Array& x, std::source_location where = std::source_location::current());
 
 // x laid out by `target` (and pending sums along `partial_axes`), on x's mesh.
 Array redistribute(const Array& x, const NamedSharding& target,
-                   const std::vector<std::string>& partial_axes = {});
+                   const std::vector<std::string>& partial_axes = {},
+                   std::source_location where = std::source_location::current());
 Array redistribute(const Array& x, const PartitionSpec& spec,
-                   const std::vector<std::string>& partial_axes = {});
+                   const std::vector<std::string>& partial_axes = {},
+                   std::source_location where = std::source_location::current());
 // Collective over x's mesh: runs `plan` (from plan_redistribute for x's layout) on x.
 Array run_plan(const Array& x, const RedistributePlan& plan);
 

@@ -1,5 +1,6 @@
 // wait_for: MPI_Test in a loop, looking at the clock and at departed ranks every few hundred
 // tests, so the common case costs what MPI_Wait costs.
+#include <nnx/sharding/communicator.h>
 #include <nnx/sharding/detail/collective_wait.h>
 
 #include <nnx/sharding/detail/exit_protocol.h>
@@ -78,8 +79,15 @@ void wait_for(MPI_Request* request, MPI_Comm comm, const char* op, const char* c
     if (std::chrono::duration<double>(now - start).count() > timeout)
       abort_job(fmt::format("{} over '{}' has waited {:.0f} s (NNX_COLLECTIVE_TIMEOUT): some rank "
                             "never reached it, or reached another collective; ending the job "
-                            "(NNX_CHECK_COLLECTIVES=1 compares the calls)", op, comm_name, timeout));
+                            "({})", op, comm_name, timeout, timeout_hint()));
   }
+}
+
+const char* timeout_hint() {
+  return Communicator::checking()
+             ? "every call that reached this communicator agreed across ranks: some rank waits in a "
+               "collective over another communicator or mesh, or never reached one"
+             : "NNX_CHECK_COLLECTIVES=1 compares the calls, with their call sites";
 }
 
 }  // namespace nnx::detail

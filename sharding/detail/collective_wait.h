@@ -23,5 +23,7 @@ bool lazy_waits();
 bool is_member(MPI_Comm comm, int world_rank);
 // Seconds a collective may wait: NNX_COLLECTIVE_TIMEOUT, else 300.
 double collective_timeout_seconds();
+// The end of a timeout's message: what to try next, given whether the full check is on.
+const char* timeout_hint();
 
 }  // namespace nnx::detail

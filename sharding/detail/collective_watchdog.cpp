@@ -59,8 +59,8 @@ void look(Registry& r) {
     if (waited > collective_timeout_seconds())
       abort_job(fmt::format("{} over '{}' has waited {:.0f} s (NNX_COLLECTIVE_TIMEOUT): some rank "
                             "never reached it, or reached another collective; ending the job "
-                            "(NNX_CHECK_COLLECTIVES=1 compares the calls)",
-                            e.op, e.comm_name, waited));
+                            "({})",
+                            e.op, e.comm_name, waited, timeout_hint()));
   }
 }
 

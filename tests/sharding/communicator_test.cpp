@@ -1,6 +1,8 @@
 // Collectives of the MPI engine against values computed locally, on 1, 2, 4 and 8 ranks.
 #include <catch2/catch.hpp>
 
+#include "sharding_test_util.h"
+
 #include <nnx/nnx.h>
 
 #include <torch/torch.h>
@@ -68,12 +70,11 @@ TEST_CASE("permute sends along the pairs and zero-fills the rest", "[ranks2][ran
 TEST_CASE("the debug mode turns a shape mismatch into an error on every rank",
           "[ranks2][ranks4][ranks8]") {
   auto world = nnx::Communicator::world();
-  nnx::Communicator::set_checking(true);
+  nnx_test::CheckingMode checking(true);
   auto x = torch::ones({world.rank() == 0 ? 3 : 2});
   CHECK_THROWS_WITH(world.all_reduce_(x), Contains("members disagree") && Contains("rank 0"));
   auto ok = torch::ones({2});
   CHECK_NOTHROW(world.all_reduce_(ok));
-  nnx::Communicator::set_checking(false);
 }
 
 TEST_CASE("a world of one makes every collective the identity") {

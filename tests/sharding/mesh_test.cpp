@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <nnx/nnx.h>
+#include <nnx/sharding/detail/live_communicators.h>
 
 #include <torch/torch.h>
 
@@ -58,4 +59,20 @@ TEST_CASE("a mesh description has no processes") {
   CHECK_THROWS_WITH(mesh.comm("data"), Contains("description only"));
   auto world = nnx::make_mesh({nnx::world_size()}, {"x"});
   CHECK(world->is_bound());
+}
+
+TEST_CASE("a mesh frees its communicators when it goes", "[ranks2][ranks4]") {
+  const int64_t before = nnx::detail::live_communicators();
+  int64_t id = -1;
+  for (int i = 0; i < 20; ++i) {
+    auto mesh = nnx::make_mesh({nnx::world_size(), 1}, {"a", "b"});
+    auto x = nnx::device_put(torch::ones({nnx::world_size() * 2, 3}), {mesh, nnx::P("a")});
+    CHECK(torch::equal(nnx::gather(x), torch::ones({nnx::world_size() * 2, 3})));
+    CHECK(nnx::detail::live_communicators() > before);
+    id = mesh->comm(std::string("a")).id();
+  }
+  CHECK(nnx::detail::live_communicators() == before);
+  // An id outliving its communicator is an error that names it, not a dangling handle.
+  CHECK_THROWS_WITH(nnx::Communicator::by_id(id),
+                    Contains("no longer exists") && Contains("its mesh was destroyed"));
 }

@@ -1,7 +1,9 @@
-// With the debug check off (the default), collectives whose calls differ across ranks (dtype,
-// element count) and ranks building different meshes are errors on every rank, not garbage:
-// the always-on fingerprint and make_mesh's agreement.
+// Collectives whose calls differ across ranks are errors on every rank, not garbage or a hang:
+// with the full check off, by the always-on fingerprint (dtype, element count) and make_mesh's
+// agreement; with it on (NNX_CHECK_COLLECTIVES=1), also by call path, naming each rank's line.
 #include <catch2/catch.hpp>
+
+#include "sharding_test_util.h"
 
 #include <nnx/nnx.h>
 
@@ -10,7 +12,7 @@
 using Catch::Matchers::Contains;
 
 TEST_CASE("collectives that differ across ranks are errors with the check off", "[ranks2]") {
-  REQUIRE_FALSE(nnx::Communicator::checking());
+  nnx_test::CheckingMode checking(false);
   auto world = nnx::Communicator::world();
   const bool odd = world.rank() == 1;
   // Different dtypes: float32 bits summed as int32 elsewhere would be garbage.
@@ -36,4 +38,58 @@ TEST_CASE("ranks building different meshes is an error on every rank", "[ranks4]
                     Contains("the ranks build different meshes"));
   auto mesh = nnx::make_mesh({2, 2}, {"a", "b"});  // still in step
   CHECK(mesh->size() == 4);
+}
+
+// With the full check, two calls of the same op and shape from different lines are told apart
+// by their call paths, and each rank's message names every rank's line. Without it, rank 0's
+// gather of `a` would pair with rank 1's gather of `b`: mixed values, then a hang.
+TEST_CASE("the full check names both call sites of a collective reached from different lines",
+          "[ranks2]") {
+  nnx_test::CheckingMode checking(true);
+  auto mesh = nnx::make_mesh({2}, {"x"});
+  auto a = nnx::device_put(torch::zeros({4, 2}), {mesh, nnx::P("x")});
+  auto b = nnx::device_put(torch::full({4, 2}, 8.f), {mesh, nnx::P("x")});
+  const bool first = nnx::world_rank() == 0;
+  const int line_a = __LINE__ + 3;
+  const int line_b = __LINE__ + 3;
+  auto program = [&] {
+    if (first) (void)nnx::gather(a);
+    return nnx::gather(b);
+  };
+  const std::string file = "tests/sharding/mismatch_test.cpp:";
+  CHECK_THROWS_WITH(program(),
+                    Contains("members disagree on the collective") &&
+                        Contains("rank 0: collective #") && Contains("rank 1: collective #") &&
+                        Contains(file + std::to_string(line_a)) &&
+                        Contains(file + std::to_string(line_b)));
+  // Direct communicator calls record no line: the frame where the paths part is named.
+  auto world = nnx::Communicator::world();
+  auto x = torch::ones({3});
+  auto direct = [&] {
+    if (first) world.all_reduce_(x);
+    world.all_reduce_(x);
+  };
+  try {
+    direct();
+    FAIL("two all_reduce calls from different lines were let through");
+  } catch (const nnx::Error& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Contains("members disagree") && Contains("no recorded line, in "));
+    CHECK_THAT(what, !Contains("the same call path"));
+  }
+  // Still in step, and an agreeing program passes the check.
+  CHECK(torch::equal(nnx::gather(b), torch::full({4, 2}, 8.f)));
+  world.barrier();
+}
+
+TEST_CASE("barriers take part in the check", "[ranks2]") {
+  auto world = nnx::Communicator::world();
+  auto x = torch::ones({2});
+  // A barrier on one rank against an all-reduce on the other: an error, not a hang.
+  auto program = [&] {
+    if (world.rank() == 0) world.barrier();
+    else world.all_reduce_(x);
+  };
+  CHECK_THROWS_WITH(program(), Contains("members disagree on the collective"));
+  world.barrier();
 }

@@ -58,4 +58,18 @@ inline at::Tensor exact_gradient(const at::Tensor& local_grad, const nnx::Array&
   return nnx::reduce_gradient(in, local_grad).local();
 }
 
+// Sets the full collective check for a scope and restores the previous mode after it.
+class CheckingMode {
+ public:
+  explicit CheckingMode(bool on) : before_(nnx::Communicator::checking()) {
+    nnx::Communicator::set_checking(on);
+  }
+  ~CheckingMode() { nnx::Communicator::set_checking(before_); }
+  CheckingMode(const CheckingMode&) = delete;
+  CheckingMode& operator=(const CheckingMode&) = delete;
+
+ private:
+  bool before_;
+};
+
 }  // namespace nnx_test
