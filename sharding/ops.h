@@ -9,6 +9,7 @@
 
 #include <array>
 #include <optional>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -80,9 +81,12 @@ Array mean_squared_error(const Array& a, const Array& b);
 Array dot_product_attention(const Array& q, const Array& k, const Array& v, bool causal = false);
 
 // jax.lax.with_sharding_constraint: x laid out by spec on its mesh (redistributes).
-Array with_sharding_constraint(const Array& x, const PartitionSpec& spec);
+Array with_sharding_constraint(const Array& x, const PartitionSpec& spec,
+                               std::source_location where = std::source_location::current());
 
-// Ops that gathered to Replicate for want of a rule, on this thread (tests demand zero).
+// Ops that gathered a sharded dim, on this thread: to Replicate for want of a rule, or to make
+// a dim whole that the op needs whole (norms, softmax and max over it, concatenating along it).
+// Tests of layouts meant to need no gathering demand zero.
 int64_t& fallback_count();
 
 }  // namespace nnx

@@ -50,6 +50,7 @@ Array whole_dim(const Array& a, int64_t d) {
   if (!x.mesh() || dims_of(x)[d].empty()) return x;
   auto dims = dims_of(x);
   dims[d].clear();
+  ++fallback_count();  // a gather of the sharded dim
   return relayout(x, dims, {});
 }
 

@@ -119,6 +119,11 @@ Array concatenate(const std::vector<Array>& arrays, int64_t dim) {
   }
   auto dims = dims_of(on_mesh(arrays[0], mesh));
   dims[dim].clear();
+  for (const auto& a : arrays)  // a sharded dim to join is gathered whole
+    if (a.mesh() && !dims_of(a)[dim].empty()) {
+      ++fallback_count();
+      break;
+    }
   Axes partial;
   for (const auto& a : arrays)
     for (const auto& p : without(on_mesh(a, mesh).partial_axes(), used_axes(dims)))
@@ -127,11 +132,12 @@ Array concatenate(const std::vector<Array>& arrays, int64_t dim) {
   return make_result(torch::cat(locals, dim), shape, mesh, dims, partial);
 }
 
-Array with_sharding_constraint(const Array& x, const PartitionSpec& spec) {
+Array with_sharding_constraint(const Array& x, const PartitionSpec& spec,
+                               std::source_location where) {
   NNX_CHECK(x.mesh() != nullptr,
             "the array is on no mesh; place it with device_put");
   auto label = RedistributeLabel::fallback("with_sharding_constraint");
-  return redistribute(x, spec);
+  return redistribute(x, spec, {}, where);
 }
 
 }  // namespace nnx

@@ -258,7 +258,8 @@ TEST_CASE("max over a sharded or unsharded dim is exact", "[ranks2][ranks4][rank
           INFO("max(dim=" << dim << ", keepdim=" << keepdim << ")");
           check_unary(
               mesh, in, [&](const Array& a) { return nnx::max(a, dim, keepdim); },
-              [&](const at::Tensor& t) { return std::get<0>(t.max(dim, keepdim)); });
+              [&](const at::Tensor& t) { return std::get<0>(t.max(dim, keepdim)); },
+              {.gathers = sharded_dim(in, dim)});
         }
 }
 
@@ -271,10 +272,12 @@ TEST_CASE("softmax and log_softmax over sharded and unsharded dims are exact",
         INFO("dim " << dim);
         check_unary(
             mesh, in, [&](const Array& a) { return nnx::softmax(a, dim); },
-            [&](const at::Tensor& t) { return torch::softmax(t, dim); });
+            [&](const at::Tensor& t) { return torch::softmax(t, dim); },
+            {.gathers = sharded_dim(in, dim)});
         check_unary(
             mesh, in, [&](const Array& a) { return nnx::log_softmax(a, dim); },
-            [&](const at::Tensor& t) { return torch::log_softmax(t, dim); });
+            [&](const at::Tensor& t) { return torch::log_softmax(t, dim); },
+            {.gathers = sharded_dim(in, dim)});
       }
 }
 

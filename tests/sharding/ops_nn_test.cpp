@@ -37,21 +37,25 @@ void check_norms(const MeshPtr& mesh, const In& x, const at::Tensor& scale, cons
       [&](const std::vector<Array>& a) { return nnx::layer_norm(a[0], a[1], a[2], epsilon); },
       [&](const std::vector<at::Tensor>& t) {
         return layer_norm_oracle(t[0], t[1], t[2], epsilon);
-      });
+      },
+      {.gathers = sharded_dim(x, -1)});
   check_op(
       mesh, {x, {scale, params}},
       [&](const std::vector<Array>& a) { return nnx::rms_norm(a[0], a[1], epsilon); },
-      [&](const std::vector<at::Tensor>& t) { return rms_norm_oracle(t[0], t[1], epsilon); });
+      [&](const std::vector<at::Tensor>& t) { return rms_norm_oracle(t[0], t[1], epsilon); },
+      {.gathers = sharded_dim(x, -1)});
 }
 
 void check_norms_without_params(const MeshPtr& mesh, const In& x) {
   INFO("no scale, no bias");
   check_unary(
       mesh, x, [](const Array& a) { return nnx::layer_norm(a, std::nullopt, std::nullopt); },
-      [](const at::Tensor& t) { return layer_norm_oracle(t, {}, {}, 1e-6); });
+      [](const at::Tensor& t) { return layer_norm_oracle(t, {}, {}, 1e-6); },
+      {.gathers = sharded_dim(x, -1)});
   check_unary(
       mesh, x, [](const Array& a) { return nnx::rms_norm(a, std::nullopt); },
-      [](const at::Tensor& t) { return rms_norm_oracle(t, {}, 1e-6); });
+      [](const at::Tensor& t) { return rms_norm_oracle(t, {}, 1e-6); },
+      {.gathers = sharded_dim(x, -1)});
 }
 
 // Cross entropy against logits [..., C] flattened to [N, C], as LibTorch wants the classes.
@@ -150,7 +154,8 @@ TEST_CASE("cross_entropy is exact with batch-sharded and class-sharded logits",
       for (const auto& in : layouts(logits, *mesh, {.tuples = true}))
         for (const auto& sl : specs_for({8}, *mesh, {.tuples = true})) {
           INFO("labels " << sl.to_string());
-          auto result = check_cross_entropy(mesh, in, {labels, sl});
+          auto result =
+              check_cross_entropy(mesh, in, {labels, sl}, {.gathers = sharded_dim(in, -1)});
           CHECK(result.out.shape() == nnx::Shape{});
         }
   }
@@ -158,7 +163,8 @@ TEST_CASE("cross_entropy is exact with batch-sharded and class-sharded logits",
   const auto logits = normal_values({2, 4, 16}, 88), labels = integer_values({2, 4}, 16, 89);
   for (const auto& mesh : op_meshes())
     for (const auto& in : layouts(logits, *mesh))
-      check_cross_entropy(mesh, in, {labels, P(in.spec[0], in.spec[1])});
+      check_cross_entropy(mesh, in, {labels, P(in.spec[0], in.spec[1])},
+                          {.gathers = sharded_dim(in, -1)});
 }
 
 TEST_CASE("mean_squared_error is exact on every pair of layouts", "[ranks2][ranks4][ranks8]") {
@@ -257,4 +263,26 @@ TEST_CASE("embedding, norms, losses and attention without a mesh equal LibTorch"
   const auto q = normal_values({2, 4, 6, 8}, 118), k = normal_values({2, 4, 6, 8}, 119);
   const auto v = normal_values({2, 4, 6, 8}, 120);
   for (bool causal : {false, true}) check_attention(none, {{q}, {k}, {v}}, causal);
+}
+
+TEST_CASE("gathers that make a sharded dim whole count as fallbacks", "[ranks2]") {
+  auto mesh = nnx::make_mesh({2}, {"x"});
+  const auto t = normal_values({4, 8}, 91);
+  auto count = [](auto op) {
+    nnx::fallback_count() = 0;
+    (void)op();
+    return nnx::fallback_count();
+  };
+  auto along_features = nnx::device_put(t, {mesh, P(nnx::none, "x")});
+  CHECK(count([&] { return nnx::layer_norm(along_features, std::nullopt, std::nullopt); }) == 1);
+  CHECK(count([&] { return nnx::rms_norm(along_features, std::nullopt); }) == 1);
+  CHECK(count([&] { return nnx::softmax(along_features, 1); }) == 1);
+  CHECK(count([&] { return nnx::max(along_features, 1); }) == 1);
+  CHECK(count([&] { return nnx::concatenate({along_features, along_features}, 1); }) == 1);
+  // The same ops over a dim that is whole already gather nothing.
+  auto along_rows = nnx::device_put(t, {mesh, P("x")});
+  CHECK(count([&] { return nnx::layer_norm(along_rows, std::nullopt, std::nullopt); }) == 0);
+  CHECK(count([&] { return nnx::softmax(along_rows, 1); }) == 0);
+  CHECK(count([&] { return nnx::max(along_rows, 1); }) == 0);
+  CHECK(count([&] { return nnx::concatenate({along_rows, along_rows}, 1); }) == 0);
 }
