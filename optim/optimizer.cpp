@@ -3,6 +3,7 @@
 #include <nnx/core/error.h>
 #include <nnx/framework/graph.h>
 #include <nnx/optim/detail/fused_stage.h>
+#include <nnx/optim/detail/tx_state_copy.h>
 #include <nnx/optim/optimizer.h>
 #include <nnx/optim/zero.h>
 #include <nnx/sharding/redistribute.h>
@@ -139,7 +140,11 @@ void Optimizer::update(Module& model, State grads) {
     step_fused(*fused, params, updates, view);
     return;
   }
-  tx_.update(updates, state_, view);
+  // All or nothing: the transformations step a copy of the state, and every parameter's update
+  // is computed and checked before any parameter or state changes.
+  TxState stepped = detail::shallow_copy(state_);
+  tx_.update(updates, stepped, view);
+  std::vector<at::Tensor> steps;
   i = 0;
   for (auto& [path, p] : params) {
     Array u = updates.at(path).value();
@@ -149,10 +154,14 @@ void Optimizer::update(Module& model, State grads) {
       u = redistribute(u, p.value().spec());
     }
     NNX_CHECK(u.local().sizes() == p.tensor().sizes(),
-              "the update of '{}' has a local block of shape {}, the parameter {}", path,
-              to_string(u.local().sizes().vec()), to_string(p.tensor().sizes().vec()));
-    p.tensor().add_(u.local().to(p.dtype()));
+              "nothing was updated: the update of '{}' has a local block of shape {}, the "
+              "parameter {}",
+              path, to_string(u.local().sizes().vec()), to_string(p.tensor().sizes().vec()));
+    steps.push_back(u.local().to(p.dtype()));
   }
+  detail::assign_values(state_, stepped);  // checks before it assigns
+  i = 0;
+  for (auto& [path, p] : params) p.tensor().add_(steps[i++]);
   step_.set_value(Array(torch::full({}, step() + 1, torch::kLong)));
 }
 

@@ -34,6 +34,8 @@ struct FusedInputs;
 
 struct GradientTransformation {
   std::function<TxState(const State& params)> init;
+  // Assigns new values to the state's variables (set_value) and never changes their tensors in
+  // place: Optimizer::update runs it on a copy of the state, kept only if the whole step succeeds.
   std::function<void(State& updates, TxState& state, const State& params)> update;
   // Optional: the same update element by element, so that Optimizer::update runs the whole chain
   // and the parameter step in one pass over memory. The built-in transformations have it; a

@@ -150,3 +150,54 @@ TEST_CASE("update with a model the optimizer was not built for is refused, chang
   opt.update(model, grads);  // the right model takes the same gradients
   CHECK(opt.step() == 1);
 }
+
+namespace {
+// A transformation that fails on the parameter at `bad` of each update: by throwing, or by
+// returning an update of the wrong shape.
+optim::GradientTransformation failing_at(size_t bad, bool throws) {
+  optim::GradientTransformation tx;
+  tx.init = [](const nnx::State&) { return optim::TxState{}; };
+  tx.update = [bad, throws](nnx::State& updates, optim::TxState&, const nnx::State&) {
+    size_t i = 0;
+    for (auto& [path, u] : updates) {
+      if (i++ != bad) continue;
+      if (throws) NNX_FAIL("this transformation fails on '{}'", path);
+      u.set_value(nnx::Array(torch::zeros({1}, torch::kDouble)));
+    }
+  };
+  return tx;
+}
+
+std::vector<at::Tensor> snapshot(const nnx::State& s) {
+  std::vector<at::Tensor> out;
+  for (const auto& [path, v] : s) out.push_back(v.tensor().clone());
+  return out;
+}
+
+bool unchanged(const nnx::State& s, const std::vector<at::Tensor>& before) {
+  size_t i = 0;
+  for (const auto& [path, v] : s)
+    if (!torch::equal(v.tensor(), before[i++])) return false;
+  return true;
+}
+}  // namespace
+
+TEST_CASE("an update that fails midway changes no parameter and no optimizer state") {
+  for (bool throws : {true, false}) {
+    INFO((throws ? "a transformation throws" : "an update of the wrong shape"));
+    auto model = nnx_test::make_net(nullptr);
+    // Adam steps its moments first; the failing part then stops the chain on the 3rd parameter.
+    optim::Optimizer opt(model, optim::chain({optim::scale_by_adam(), optim::scale(-1e-2),
+                                              failing_at(2, throws)}));
+    auto x = nnx::Array(torch::ones({2, 8}, torch::kDouble));
+    auto [loss, grads] = nnx::value_and_grad(
+        [&](nnx_test::Net& m) { return nnx::mean(nnx::square(m(x))); }, model);
+    const auto params = snapshot(nnx::state(model));
+    const auto state = snapshot(opt.state());
+    CHECK_THROWS_WITH(opt.update(model, grads),
+                      Contains(throws ? "this transformation fails on" : "nothing was updated"));
+    CHECK(unchanged(nnx::state(model), params));
+    CHECK(unchanged(opt.state(), state));
+    CHECK(opt.step() == 0);
+  }
+}
