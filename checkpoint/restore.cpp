@@ -211,16 +211,25 @@ Array restore_one(const std::string& dir, const std::string& path, const Variabl
 }  // namespace
 
 State restore(const std::string& dir, const State& target, const RestoreOptions& options) {
-  const Manifest manifest = read_manifest(dir);
-  ShardFiles files(dir, manifest);
-  std::unordered_map<std::string_view, const VariableRecord*> by_path;
-  for (const auto& record : manifest.variables) by_path[record.path] = &record;
+  // Each rank reads its own blocks; a failure on any rank fails the restore on every rank, so
+  // that no rank carries on with a state the others could not restore.
   State out;
-  for (const auto& [path, v] : target) {
-    auto it = by_path.find(path);
-    const VariableRecord& record = it != by_path.end() ? *it->second : manifest.at(path, dir);
-    out.add(path, nnx::detail::variable_like(v, restore_one(dir, path, v, record, files, options)));
+  std::string error;
+  try {
+    const Manifest manifest = read_manifest(dir);
+    ShardFiles files(dir, manifest);
+    std::unordered_map<std::string_view, const VariableRecord*> by_path;
+    for (const auto& record : manifest.variables) by_path[record.path] = &record;
+    for (const auto& [path, v] : target) {
+      auto it = by_path.find(path);
+      const VariableRecord& record = it != by_path.end() ? *it->second : manifest.at(path, dir);
+      out.add(path,
+              nnx::detail::variable_like(v, restore_one(dir, path, v, record, files, options)));
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
   }
+  detail::raise_if_any_failed(Communicator::world(), error);
   return out;
 }
 

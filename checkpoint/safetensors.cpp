@@ -160,10 +160,16 @@ SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<TensorLayout>
             "'{}': header of {} bytes exceeds the limit of {} bytes; write fewer tensors per file",
             path_, text.size(), kMaxHeaderBytes);
   out_ = std::make_unique<OutputFile>(path_);
-  unsigned char prefix[8];
-  store_le64(text.size(), prefix);
-  out_->write(prefix, 8);
-  out_->write(text.data(), text.size());
+  try {
+    unsigned char prefix[8];
+    store_le64(text.size(), prefix);
+    out_->write(prefix, 8);
+    out_->write(text.data(), text.size());
+  } catch (...) {  // the destructor does not run for a half-built writer: no file is left behind
+    out_.reset();
+    ::unlink(path_.c_str());
+    throw;
+  }
 }
 
 SafetensorsWriter::~SafetensorsWriter() {

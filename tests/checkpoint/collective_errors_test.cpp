@@ -61,3 +61,20 @@ TEST_CASE("a variable only some ranks hold is refused on every rank, nothing sav
   ckpt::save(dir.sub("d"), same);
   CHECK(std::filesystem::exists(dir.sub("d/manifest.json")));
 }
+
+TEST_CASE("a restore that fails on one rank fails on every rank", "[ranks2]") {
+  // Each rank writes its own block; rank 1's file is then cut short. Rank 0 could read its own
+  // blocks, but must not carry on with a state rank 1 could not restore.
+  nnx_test::SharedDir dir;
+  auto mesh = nnx::make_mesh({2}, {"x"});
+  nnx::State s;
+  s.add("w", nnx::Param(nnx::device_put(torch::arange(8.0).reshape({4, 2}), {mesh, nnx::P("x")})));
+  ckpt::save(dir.sub("c"), s);
+  if (nnx::world_rank() == 0)
+    std::filesystem::resize_file(dir.sub("c/rank-00001.safetensors"), 100);
+  nnx::Communicator::world().barrier();
+  const std::string message = nnx::world_rank() == 1 ? "rank-00001.safetensors" : "rank 1 failed: ";
+  CHECK_THROWS_WITH(ckpt::restore(dir.sub("c"), s), Contains(message));
+  // Still in step.
+  nnx::Communicator::world().barrier();
+}

@@ -6,7 +6,12 @@
 #include <nnx/checkpoint/safetensors.h>
 #include <nnx/core/error.h>
 
+#include <sys/resource.h>
+
+#include <csignal>
 #include <cstring>
+#include <filesystem>
+#include <vector>
 
 #include "format_test_util.h"
 
@@ -264,4 +269,42 @@ TEST_CASE("write_safetensors rejects duplicate, reserved and mis-sized tensors n
   CHECK_THROWS_WITH(write_safetensors(path, {{"x", "F32", {2}, nullptr, 8}}),
                     Contains("tensor 'x' for '" + path + "' has no data"));
   CHECK_FALSE(std::filesystem::exists(path));
+}
+
+namespace {
+// Files written while it lives fail beyond `bytes` (EFBIG, as a full disk fails with ENOSPC).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &before_);
+    previous_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit = before_;
+    limit.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &before_);
+    std::signal(SIGXFSZ, previous_handler_);
+  }
+
+ private:
+  rlimit before_{};
+  void (*previous_handler_)(int) = nullptr;
+};
+}  // namespace
+
+TEST_CASE("a write that fails in the header or the data leaves no file behind") {
+  TempDir dir;
+  std::vector<unsigned char> data(4096, 7);
+  // 4 bytes: the header's length field already fails; 100: the data does.
+  for (rlim_t limit : {rlim_t{4}, rlim_t{100}}) {
+    INFO("files limited to " << limit << " bytes");
+    const std::string path = dir.file("x.safetensors");
+    {
+      FileSizeLimit full(limit);
+      CHECK_THROWS_WITH(write_safetensors(path, {{"a", "U8", {4096}, data.data(), 4096}}),
+                        Contains("could not write") && Contains("x.safetensors"));
+    }
+    CHECK_FALSE(std::filesystem::exists(path));
+  }
 }
