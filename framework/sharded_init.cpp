@@ -4,6 +4,7 @@
 #include <nnx/sharding/redistribute.h>
 #include <nnx/framework/sharded_init.h>
 #include <nnx/framework/state_sharding.h>
+#include <nnx/sharding/spec_check.h>
 
 namespace nnx {
 
@@ -45,6 +46,10 @@ void materialize(State& state, const std::shared_ptr<const Mesh>& mesh) {
               "'{}' is abstract and has no initializer (it came from an abstract value, not "
               "from eval_shape of a constructor); restore it from a checkpoint or update it",
               path);
+    NNX_CHECK(!mesh || !value.mesh() || *value.mesh() == *mesh,
+              "'{}' is already placed on {}, not on {}; materialize onto the mesh it is on, or "
+              "build it under that mesh",
+              path, value.mesh()->to_string(), mesh->to_string());
     specs.push_back(mesh ? checked_partition_spec(v.metadata(), v.shape(), *mesh,
                                                   fmt::format("'{}'", path))
                          : PartitionSpec());
@@ -53,10 +58,15 @@ void materialize(State& state, const std::shared_ptr<const Mesh>& mesh) {
   for (auto& [path, v] : state) {
     const auto& spec = specs[i++];
     const Array& value = v.value();
-    if (value.is_abstract())
+    if (value.is_abstract()) {
       v.set_value(compute_block(*value.initializer(), mesh, spec, fmt::format("'{}'", path)));
-    else if (mesh && !value.mesh()) {
+    } else if (mesh && !value.mesh()) {
       v.set_value(device_put(value.local(), {mesh, spec}));
+    } else if (mesh && (value.spec() != pad_spec(spec, value.shape().size()) ||
+                        !value.partial_axes().empty())) {
+      // Already placed (before eval_shape, or by hand) in another layout: moved to the spec.
+      RedistributeLabel label(path + " (materialize)");
+      v.set_value(redistribute(value, spec));
     }
   }
 }

@@ -44,13 +44,9 @@ Variable::Variable(Array value, Metadata metadata)
   if (!v.defined() || v.is_abstract()) return;
   if (detail::abstract_init_active()) {
     // Inside eval_shape a value built from a tensor becomes abstract, keeping the tensor so
-    // that materialize can place it later.
-    if (v.mesh()) {
-      auto sharding = v.sharding();
-      v = Array::abstract(v.shape(), v.dtype());
-      v.set_sharding(sharding);
-      return;
-    }
+    // that materialize can place it later. A value already placed on a mesh stays as it is:
+    // its blocks exist nowhere else, and materialize moves it to the variable's layout.
+    if (v.mesh()) return;
     at::Tensor full = v.local();
     v = Array::abstract(std::make_shared<const LazyArray>(
         LazyArray{v.shape(), v.dtype(), [full](const Box& box) { return slice(full, box); },

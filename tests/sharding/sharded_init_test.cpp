@@ -146,3 +146,26 @@ TEST_CASE("eval_shape then materialize without a mesh equals direct construction
   CHECK_THROWS_WITH(nnx::materialize(s, mesh),
                     Catch::Contains("'w'") && Catch::Contains("no initializer"));
 }
+
+namespace {
+struct Placed : nnx::Module {
+  explicit Placed(const nnx::Array& w) : kernel(w, {.out_sharding = P(nnx::none, "x")}) {}
+  nnx::Param NNX_FIELD(kernel);
+};
+}  // namespace
+
+TEST_CASE("a value placed before eval_shape keeps its blocks and materializes to its spec",
+          "[ranks2]") {
+  auto mesh = nnx::make_mesh({2}, {"x"});
+  const auto whole = torch::arange(16.0).reshape({4, 4});
+  const auto placed = nnx::device_put(whole, {mesh, P("x")});  // rows, not the spec's columns
+  auto model = nnx::eval_shape([&] { return Placed(placed); });
+  // Materializing onto another mesh would have to move blocks between meshes: refused by name.
+  auto other = nnx::make_mesh({1, 2}, {"y", "x"});
+  CHECK_THROWS_WITH(nnx::materialize(model, other),
+                    Catch::Contains("'kernel' is already placed on"));
+  nnx::materialize(model, mesh);
+  CHECK(model.kernel.value().spec() == P(nnx::none, "x"));
+  CHECK(torch::equal(nnx::gather(model.kernel.value()), whole));
+  CHECK(torch::equal(model.kernel.value().local(), whole.narrow(1, 2 * nnx::world_rank(), 2)));
+}
