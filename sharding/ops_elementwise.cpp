@@ -47,6 +47,11 @@ DimAxes operand_dims(const Array& x, const Shape& out_shape, const DimAxes& out)
 
 template <class Fn>
 Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* op, Fn fn) {
+  // The common case first: operands laid out alike need no rule (the result is laid out as
+  // they are), so it costs what the LibTorch op costs.
+  if (a0.mesh() && a0.mesh() == b0.mesh() && a0.shape() == b0.shape() && a0.spec() == b0.spec() &&
+      a0.partial_axes().empty() && b0.partial_axes().empty() && !a0.initializer())
+    return a0.with_local(fn(a0.local(), b0.local()));
   auto mesh = common_mesh({&a0, &b0}, op);
   Shape shape = broadcast_shape(a0, b0, op);
   if (!mesh) return Array(fn(a0.local(), b0.local()));
@@ -100,6 +105,7 @@ Array unary(const Array& a, bool linear, Fn fn,
             std::source_location op = std::source_location::current()) {
   Array x = linear ? a : resolved(a, op);
   if (!x.mesh()) return Array(fn(x.local()));
+  if (!x.initializer()) return x.with_local(fn(x.local()));  // laid out as its operand
   return make_result(fn(x.local()), x.shape(), x.mesh(), dims_of(x), x.partial_axes());
 }
 
