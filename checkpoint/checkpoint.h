@@ -47,7 +47,8 @@ void save(const std::string& dir, const State& state, const SaveOptions& options
 
 // The variables of `target` (abstract or concrete: shapes, dtypes, shardings) read from `dir`:
 // each rank reads only the bytes of its own blocks. A dtype that differs from the saved one is
-// converted (float32 <-> bfloat16...). Not collective.
+// converted (float32 <-> bfloat16...). Collective over the world: every rank calls it, and a
+// failure on any rank fails it on every rank (no rank goes on with a partial restore).
 State restore(const std::string& dir, const State& target, const RestoreOptions& options = {});
 
 // This rank's SaveOptions::per_rank; an error when the world size differs from the saver's.

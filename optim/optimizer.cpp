@@ -141,27 +141,39 @@ void Optimizer::update(Module& model, State grads) {
     return;
   }
   // All or nothing: the transformations step a copy of the state, and every parameter's update
-  // is computed and checked before any parameter or state changes.
+  // is checked before any parameter or state changes. ZeRO updates are gathered to the
+  // parameter's layout one at a time afterwards, so no more than one is ever held whole.
   TxState stepped = detail::shallow_copy(state_);
   tx_.update(updates, stepped, view);
-  std::vector<at::Tensor> steps;
+  std::vector<Array> steps;
   i = 0;
   for (auto& [path, p] : params) {
     Array u = updates.at(path).value();
+    if (slots_[i++].zero_spec) {
+      NNX_CHECK(u.mesh() && *u.mesh() == *p.value().mesh() && u.shape() == p.shape(),
+                "nothing was updated: the update of '{}' is of shape {} on {}, the parameter of "
+                "shape {} on {}",
+                path, to_string(u.shape()), u.mesh() ? u.mesh()->to_string() : "no mesh",
+                to_string(p.shape()), p.value().mesh()->to_string());
+    } else {
+      NNX_CHECK(u.local().sizes() == p.tensor().sizes(),
+                "nothing was updated: the update of '{}' has a local block of shape {}, the "
+                "parameter {}",
+                path, to_string(u.local().sizes().vec()), to_string(p.tensor().sizes().vec()));
+    }
+    steps.push_back(std::move(u));
+  }
+  detail::assign_values(state_, stepped);  // checks before it assigns
+  i = 0;
+  for (auto& [path, p] : params) {
+    Array u = std::move(steps[i]);
     // ZeRO: each replica updated its slice; all_gather the update to the parameter's layout.
     if (slots_[i++].zero_spec) {
       RedistributeLabel label(path + " (update into the parameter's layout)");
       u = redistribute(u, p.value().spec());
     }
-    NNX_CHECK(u.local().sizes() == p.tensor().sizes(),
-              "nothing was updated: the update of '{}' has a local block of shape {}, the "
-              "parameter {}",
-              path, to_string(u.local().sizes().vec()), to_string(p.tensor().sizes().vec()));
-    steps.push_back(u.local().to(p.dtype()));
+    p.tensor().add_(u.local().to(p.dtype()));
   }
-  detail::assign_values(state_, stepped);  // checks before it assigns
-  i = 0;
-  for (auto& [path, p] : params) p.tensor().add_(steps[i++]);
   step_.set_value(Array(torch::full({}, step() + 1, torch::kLong)));
 }
 

@@ -171,6 +171,7 @@ std::vector<std::string> call_sites(const detail::CommImpl& c, const char* op,
   for (int r = 0; r < c.size; ++r) {
     if (r == c.rank) continue;
     const uint64_t* k = all_keys.data() + r * (kFrames + 1);
+    if (k[0] <= 1) continue;  // an origin, not a call path: nothing to compare frames with
     others.emplace_back(k + 1, k + 1 + std::min<uint64_t>(k[0], kFrames));
   }
   std::string site = detail::current_call_site();
@@ -179,7 +180,7 @@ std::vector<std::string> call_sites(const detail::CommImpl& c, const char* op,
     site += ", in " + stack.origin;
   else if (const int frame = detail::first_divergent_frame(stack, others); frame >= 0)
     site += ", in " + detail::describe_frame(stack.addresses[frame]);
-  else if (!stack.keys.empty())
+  else if (!stack.keys.empty() && !others.empty())
     site += ", the same call path";
   constexpr int kChars = 512;
   std::array<char, kChars> text{};
@@ -272,9 +273,9 @@ Communicator Communicator::by_id(int64_t id) {
   NNX_CHECK(id >= 0 && id < static_cast<int64_t>(registry().size()), "no communicator #{}", id);
   const RegistryEntry& entry = registry()[id];
   auto impl = entry.impl.lock();
-  NNX_CHECK(impl, "communicator #{} ('{}') no longer exists: its mesh was destroyed while a "
-            "computation (a backward pass) still needed it; keep the mesh, or an Array on it, "
-            "alive until the computation is done", id, entry.name);
+  NNX_CHECK(impl, "communicator #{} ('{}') no longer exists: its owner (a mesh, or what duplicated "
+            "or split it) was destroyed while something still needed it, such as a backward pass "
+            "through Arrays on that mesh; keep the owner alive until that is done", id, entry.name);
   return Communicator(std::move(impl), entry.name, id);
 }
 
@@ -467,6 +468,7 @@ namespace detail {
 struct PendingImpl {
   MPI_Request request = MPI_REQUEST_NULL;
   MPI_Comm comm = MPI_COMM_NULL;
+  std::shared_ptr<CommImpl> owner;  // keeps `comm` from being freed while the call is in flight
   std::string comm_name;
   std::vector<at::Tensor> keep_alive;  // the buffers MPI reads and writes until completion
 };
@@ -522,6 +524,7 @@ PendingCollective Communicator::all_reduce_async_(const at::Tensor& buffer, Redu
   pending.impl_ = std::make_unique<detail::PendingImpl>();
   pending.impl_->keep_alive = {buffer};
   pending.impl_->comm = impl_->comm;
+  pending.impl_->owner = impl_;
   pending.impl_->comm_name = name_;
   check(MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, mpi_op(op), impl_->comm,
                        &pending.impl_->request),
@@ -558,6 +561,7 @@ PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
   pending.impl_ = std::make_unique<detail::PendingImpl>();
   pending.impl_->keep_alive = {stacked, out};
   pending.impl_->comm = impl_->comm;
+  pending.impl_->owner = impl_;
   pending.impl_->comm_name = name_;
   check(MPI_Ireduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
                                   impl_->comm, &pending.impl_->request),

@@ -6,11 +6,13 @@
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <link.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string_view>
 
 namespace nnx::detail {
@@ -54,6 +56,45 @@ bool inside_library(std::string_view file) {
 
 thread_local std::string call_site;  // empty: none recorded
 
+// The loaded modules' address ranges, read once (and again when an address falls outside them,
+// after a dlopen): dladdr per frame would search symbol tables on every collective.
+struct ModuleRange {
+  uintptr_t begin, end, load_bias;
+  uint64_t name_hash;
+};
+
+std::vector<ModuleRange> read_modules() {
+  std::vector<ModuleRange> out;
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto& ranges = *static_cast<std::vector<ModuleRange>*>(data);
+        const uint64_t name = fnv1a(base_name(info->dlpi_name));
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const auto& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_LOAD) continue;
+          const uintptr_t begin = info->dlpi_addr + ph.p_vaddr;
+          ranges.push_back({begin, begin + ph.p_memsz, info->dlpi_addr, name});
+        }
+        return 0;
+      },
+      &out);
+  return out;
+}
+
+// The frame's key: its module's name and its offset there; the raw address when unknown.
+uint64_t frame_key(void* frame) {
+  static std::mutex mutex;
+  static std::vector<ModuleRange> modules;
+  const auto address = reinterpret_cast<uintptr_t>(frame);
+  std::lock_guard<std::mutex> lock(mutex);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    for (const auto& m : modules)
+      if (address >= m.begin && address < m.end) return m.name_hash ^ (address - m.load_bias);
+    if (attempt == 0) modules = read_modules();
+  }
+  return address;
+}
+
 }  // namespace
 
 CallStack capture_call_stack() {
@@ -63,12 +104,7 @@ CallStack capture_call_stack() {
   const int n = ::backtrace(frames.data(), static_cast<int>(frames.size()));
   CallStack out;
   for (int i = 0; i < n; ++i) {
-    Dl_info info{};
-    uint64_t key = reinterpret_cast<uintptr_t>(frames[i]);
-    if (::dladdr(frames[i], &info) != 0 && info.dli_fbase != nullptr)
-      key = fnv1a(base_name(info.dli_fname)) ^
-            (reinterpret_cast<uintptr_t>(frames[i]) - reinterpret_cast<uintptr_t>(info.dli_fbase));
-    out.keys.push_back(key);
+    out.keys.push_back(frame_key(frames[i]));
     out.addresses.push_back(frames[i]);
   }
   return out;
@@ -108,9 +144,7 @@ int first_divergent_frame(const CallStack& mine, const std::vector<std::vector<u
       if (other.size() <= depth || other[other.size() - 1 - depth] != key)
         return static_cast<int>(n - 1 - depth);
   }
-  for (const auto& other : all)
-    if (other.size() > n) return 0;  // another path goes deeper: ours ends here
-  return -1;
+  return -1;  // ours is a prefix of every other path (or equal): no frame of ours differs
 }
 
 CallSiteScope::CallSiteScope(const std::source_location& where) {

@@ -24,7 +24,7 @@ uint64_t hash_of(const CallStack& stack);
 std::string describe_frame(void* return_address);
 
 // The first frame, counted from the outermost, where `mine` leaves the call paths of the others
-// (index into mine.keys; -1 when all paths are equal).
+// (index into mine.keys; -1 when no frame of ours differs).
 int first_divergent_frame(const CallStack& mine, const std::vector<std::vector<uint64_t>>& all);
 
 // The origin a CollectiveOrigin set on this thread (null when none): it stands for the frames.

@@ -85,8 +85,8 @@ void wait_for(MPI_Request* request, MPI_Comm comm, const char* op, const char* c
 
 const char* timeout_hint() {
   return Communicator::checking()
-             ? "every call that reached this communicator agreed across ranks: some rank waits in a "
-               "collective over another communicator or mesh, or never reached one"
+             ? "the calls compared so far agreed across ranks: some rank may wait in a collective "
+               "over another communicator or mesh, or never have reached one"
              : "NNX_CHECK_COLLECTIVES=1 compares the calls, with their call sites";
 }
 
