@@ -56,11 +56,12 @@ void check(int code, const char* what) {
   }
 }
 
+// Whether this thread's collectives make blocking calls under the watchdog.
+bool blocking_calls() { return detail::watchdog_available() && !detail::lazy_waits(); }
+
 // Runs an MPI collective without hanging: `call(nullptr)` makes the blocking call, watched by the
 // watchdog (collective_watchdog.h); without one, `call(&request)` starts the nonblocking call and
 // wait_for waits for it.
-// Whether this thread's collectives make blocking calls under the watchdog.
-bool blocking_calls() { return detail::watchdog_available() && !detail::lazy_waits(); }
 
 template <class Call>
 void run(const detail::CommImpl& c, const std::string& comm_name, const char* op, Call call) {

@@ -17,13 +17,7 @@ namespace {
 
 // `x` with its last dim whole and no pending sums.
 Array whole_last_dim(const Array& x) {
-  Array r = resolved(x);
-  if (!r.mesh()) return r;
-  auto dims = dims_of(r);
-  if (dims.empty() || dims.back().empty()) return r;
-  dims.back().clear();
-  ++fallback_count();  // a gather of the sharded dim
-  return relayout(r, dims, {});
+  return x.ndim() == 0 ? resolved(x) : whole_dim(x, x.ndim() - 1);
 }
 
 // A per-feature parameter [D] as a whole, replicated tensor next to `like`.

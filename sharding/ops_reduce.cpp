@@ -44,16 +44,6 @@ void reduce_layout(const Array& a, const std::vector<int64_t>& dims, bool keepdi
   }
 }
 
-// `a` with dim d whole and no pending sums.
-Array whole_dim(const Array& a, int64_t d) {
-  Array x = resolved(a);
-  if (!x.mesh() || dims_of(x)[d].empty()) return x;
-  auto dims = dims_of(x);
-  dims[d].clear();
-  ++fallback_count();  // a gather of the sharded dim
-  return relayout(x, dims, {});
-}
-
 }  // namespace
 
 Array sum(const Array& a, std::vector<int64_t> dims, bool keepdim) {

@@ -59,6 +59,15 @@ Array resolved(const Array& a, std::source_location op) {
   return relayout(a, dims_of(a), {}, op);
 }
 
+Array whole_dim(const Array& a, int64_t d) {
+  Array x = resolved(a);
+  if (!x.mesh() || dims_of(x)[d].empty()) return x;
+  auto dims = dims_of(x);
+  dims[d].clear();
+  ++fallback_count();  // a gather of the sharded dim
+  return relayout(x, dims, {});
+}
+
 Array make_result(at::Tensor local, Shape shape, const std::shared_ptr<const Mesh>& mesh,
                   const DimAxes& dims, const Axes& partial) {
   if (!mesh) return Array(std::move(local));

@@ -25,6 +25,8 @@ Array relayout(const Array& a, const DimAxes& dims, const Axes& partial,
                std::source_location op = std::source_location::current());
 // The same layout without pending sums (all_reduce where needed).
 Array resolved(const Array& a, std::source_location op = std::source_location::current());
+// `a` with dim d whole and no pending sums; gathering a sharded d counts a fallback.
+Array whole_dim(const Array& a, int64_t d);
 Array make_result(at::Tensor local, Shape shape, const std::shared_ptr<const Mesh>& mesh,
                   const DimAxes& dims, const Axes& partial);
 Axes without(const Axes& axes, const Axes& remove);
