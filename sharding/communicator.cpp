@@ -7,6 +7,7 @@
 #include <nnx/sharding/detail/collective_wait.h>
 #include <nnx/sharding/detail/collective_watchdog.h>
 #include <nnx/sharding/detail/live_communicators.h>
+#include <nnx/sharding/detail/stall_probe.h>
 #include <nnx/sharding/world.h>
 
 #include <mpi.h>
@@ -18,7 +19,9 @@
 #include <cstring>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string_view>
+#include <vector>
 
 namespace nnx {
 
@@ -33,6 +36,9 @@ struct CommImpl {
   int rank = 0;
   int size = 1;
   std::atomic<uint64_t> calls{0};  // collectives made so far: their sequence numbers
+  uint64_t key = 1;                // equal on every member, different across communicators
+  std::atomic<uint64_t> children{0};  // communicators split or duplicated from this one
+  std::vector<int> members;        // world ranks, in this communicator's order
   ~CommImpl() {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -219,7 +225,11 @@ void agree(detail::CommImpl& c, const char* op, const at::Tensor& t, int64_t ext
   constexpr int kNameChars = 24;
   std::array<char, kNameChars> name{};
   std::copy_n(op, std::min<size_t>(std::strlen(op), kNameChars - 1), name.begin());
-  auto all = all_gather_fixed(c, op, mine.data(), kWords);
+  auto all = [&] {
+    std::optional<detail::WaitingCollective> waiting;
+    if (full) waiting.emplace(c.key, c.members, c.name, op, sequence, &stack);
+    return all_gather_fixed(c, op, mine.data(), kWords);
+  }();
   bool same = true;
   for (int r = 1; r < c.size && same; ++r)
     same = std::equal(all.begin(), all.begin() + kWords, all.begin() + r * kWords);
@@ -290,6 +300,7 @@ Communicator Communicator::world() {
     impl->comm = MPI_COMM_WORLD;
     MPI_Comm_rank(impl->comm, &impl->rank);
     MPI_Comm_size(impl->comm, &impl->size);
+    for (int r = 0; r < impl->size; ++r) impl->members.push_back(r);
     return Communicator(impl, "world");
   }();
   return world;
@@ -579,6 +590,32 @@ void Communicator::barrier() const {
     });
 }
 
+namespace {
+
+// A child's key: the parent's, the count of children so far (equal on every member, since
+// splits and duplicates are collective) and the split color.
+uint64_t child_key(detail::CommImpl& parent, int color) {
+  uint64_t h = parent.key ^ (++parent.children * 0x9E3779B97F4A7C15ull);
+  h = (h ^ static_cast<uint64_t>(static_cast<uint32_t>(color))) * 0xBF58476D1CE4E5B9ull;
+  return h ^ (h >> 31);
+}
+
+std::vector<int> world_ranks_of(MPI_Comm comm) {
+  MPI_Group world_group, group;
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  MPI_Comm_group(comm, &group);
+  int size = 0;
+  MPI_Group_size(group, &size);
+  std::vector<int> mine(size), world(size);
+  for (int i = 0; i < size; ++i) mine[i] = i;
+  MPI_Group_translate_ranks(group, size, mine.data(), world_group, world.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world_group);
+  return world;
+}
+
+}  // namespace
+
 Communicator Communicator::duplicate(std::string name) const {
   auto impl = std::make_shared<detail::CommImpl>();
   run(*impl_, name_, "duplicate",
@@ -589,6 +626,8 @@ Communicator Communicator::duplicate(std::string name) const {
   ++detail::owned_alive;
   impl->rank = impl_->rank;
   impl->size = impl_->size;
+  impl->members = impl_->members;
+  impl->key = child_key(*impl_, -1);
   return Communicator(impl, std::move(name));
 }
 
@@ -600,6 +639,8 @@ Communicator Communicator::split(int color, int key, std::string name) const {
   ++detail::owned_alive;
   MPI_Comm_rank(impl->comm, &impl->rank);
   MPI_Comm_size(impl->comm, &impl->size);
+  impl->members = world_ranks_of(impl->comm);
+  impl->key = child_key(*impl_, color);
   return Communicator(impl, std::move(name));
 }
 

@@ -2,6 +2,7 @@
 #include <nnx/sharding/communicator.h>
 #include <nnx/sharding/detail/allocator_tuning.h>
 #include <nnx/sharding/detail/exit_protocol.h>
+#include <nnx/sharding/detail/stall_probe.h>
 #include <nnx/sharding/threads.h>
 #include <nnx/sharding/world.h>
 
@@ -26,6 +27,7 @@ void ensure_mpi() {
     std::fprintf(stderr, "nnx: this MPI library gives thread level %d, not MPI_THREAD_MULTIPLE; "
                          "asynchronous checkpoint saves will be refused\n", provided);
   start_exit_protocol();
+  start_stall_probe();
   std::atexit(finish_exit_protocol);
 }
 

@@ -4,6 +4,7 @@
 #include <nnx/sharding/detail/collective_wait.h>
 
 #include <nnx/sharding/detail/exit_protocol.h>
+#include <nnx/sharding/detail/stall_probe.h>
 
 #include <fmt/format.h>
 
@@ -63,6 +64,7 @@ void wait_for(MPI_Request* request, MPI_Comm comm, const char* op, const char* c
       if (spins % 256 != 255) continue;
       std::this_thread::yield();  // ranks may share cores
     }
+    if (watch_departures) stall_probe_tick();
     const auto now = Clock::now();
     if (watch_departures && !departure_seen) {
       const std::vector<int> departed = departed_ranks();

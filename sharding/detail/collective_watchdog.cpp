@@ -5,6 +5,7 @@
 
 #include <nnx/sharding/detail/collective_wait.h>
 #include <nnx/sharding/detail/exit_protocol.h>
+#include <nnx/sharding/detail/stall_probe.h>
 
 #include <fmt/format.h>
 
@@ -62,6 +63,7 @@ void look(Registry& r) {
                             "({})",
                             e.op, e.comm_name, waited, timeout_hint()));
   }
+  stall_probe_tick();
 }
 
 void watch() {

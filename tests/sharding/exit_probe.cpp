@@ -34,6 +34,16 @@ int main(int argc, char** argv) {
     if (rank == 1) return 0;                 // a member: rank 0 must notice this goodbye too
     auto t = torch::ones({4});
     pair.all_reduce_(t);
+  } else if (mode == "cross_wait") {  // ranks wait over different communicators: a deadlock
+    auto side = nnx::Communicator::world().duplicate("side");
+    if (rank == 0) nnx::gather(x);
+    else side.barrier();
+  } else if (mode == "slow_chain") {  // 3 ranks: 0 waits for 1, which waits for 2, which computes
+    auto pair = nnx::Communicator::world().split(rank == 0 ? 0 : 1, rank, "pair12");
+    auto t = torch::ones({4});
+    if (rank == 2) std::this_thread::sleep_for(std::chrono::seconds(4));
+    if (rank != 0) pair.all_reduce_(t);
+    nnx::gather(x);
   } else if (mode == "slow_finish") {  // rank 0 works alone after the last collective: fine
     if (rank == 0) std::this_thread::sleep_for(std::chrono::seconds(4));
   } else if (mode != "normal") {

@@ -3,7 +3,9 @@
 # ends every rank with status 1; a rank that returns from main while another waits in a
 # collective ends the job within seconds (also when another rank, outside that collective, left
 # first); a collective that one rank never reaches ends the job
-# after NNX_COLLECTIVE_TIMEOUT; normal and unevenly finishing jobs exit 0.
+# after NNX_COLLECTIVE_TIMEOUT; under NNX_CHECK_COLLECTIVES=1, ranks waiting on each other over
+# different communicators end the job within seconds, naming each call, while a rank that still
+# computes is waited for; normal and unevenly finishing jobs exit 0.
 # usage: exit_test.sh PATH/TO/nnx_exit_probe MPIRUN
 set -uo pipefail
 probe=$1
@@ -44,6 +46,13 @@ fi
 expect early_return nonzero 30 "nnx: rank 0: rank 1 has left main while this rank waits in"
 expect skipped nonzero 30 "has waited 3 s (NNX_COLLECTIVE_TIMEOUT)" NNX_COLLECTIVE_TIMEOUT=3
 expect second_leaver nonzero 30 "nnx: rank 0: rank 1 has left main while this rank waits in all_reduce over 'pair'" RANKS=3
+expect cross_wait nonzero 30 "collectives wait on each other across communicators" \
+  NNX_CHECK_COLLECTIVES=1
+for site in "rank 0: all_gather #[0-9]* over 'data' (ranks 0,1), from tests/sharding/exit_probe.cpp:" \
+            "rank 1: barrier #[0-9]* over 'side' (ranks 0,1), in "; do
+  grep -q "$site" "$log" || { echo "FAILED: no '$site' in the message"; cat "$log"; failures=$((failures + 1)); }
+done
+expect slow_chain 0 30 "finished slow_chain" RANKS=3 NNX_CHECK_COLLECTIVES=1
 expect normal 0 30 "finished normal"
 expect slow_finish 0 30 "finished slow_finish"
 exit $((failures > 0))
