@@ -30,7 +30,9 @@ namespace {
 // Collects modules below a root, optionally stopping at depth one.
 class ModuleCollector : public GraphVisitor {
  public:
-  explicit ModuleCollector(bool direct_only) : direct_only_(direct_only) {}
+  explicit ModuleCollector(bool direct_only) : direct_only_(direct_only) {
+    passes_unplaced = true;
+  }
   void variable(const std::string&, Variable&) override {}
   bool module(const std::string& path, Module& module) override {
     if (seen_root_ && direct_only_) {
@@ -80,6 +82,17 @@ void FieldRegistration::copy_from(const FieldRegistration& other) noexcept {
   copier_ = other.copier_;
   type_ = other.type_;
   attach();
+}
+
+void FieldRegistration::name_failed_placements(void* field) const {
+  struct Naming : GraphVisitor {
+    Naming() { passes_unplaced = true; }
+    void variable(const std::string& path, Variable& handle) override {
+      const auto& impl = VariableAccess::impl(handle);
+      if (impl && !impl->placement_error.empty()) impl->placement_path = path;
+    }
+  } naming;
+  visit_(field, std::string(name_), naming);
 }
 
 void FieldRegistration::attach() noexcept {

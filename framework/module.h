@@ -35,6 +35,9 @@ template <class M> std::unique_ptr<Module> copy_as(const Module& module);
 class GraphVisitor {
  public:
   virtual ~GraphVisitor() = default;
+  // True for walks that never read values (naming, module lists): they pass variables whose
+  // placement failed instead of raising that error.
+  bool passes_unplaced = false;
   virtual void variable(const std::string& path, Variable& handle) = 0;
   // Returns false to skip the module's fields.
   virtual bool module(const std::string& path, Module& module) { return true; }
@@ -66,6 +69,7 @@ template <class T> void visit_node(T& node, const std::string& path, GraphVisito
   if constexpr (std::is_base_of_v<Variable, T>) {
     static_assert(is_variable_kind_v<T>,
                   "NNX_FIELD: a variable kind must derive from nnx::VariableKind<Self, Base>");
+    if (!visitor.passes_unplaced) raise_if_unplaced(path, node);
     visitor.variable(path, node);
   } else if constexpr (std::is_base_of_v<Module, T>) {
     visit_module(node, path, visitor);
@@ -178,6 +182,7 @@ class FieldRegistration {
     if constexpr (copyable_module_v<Self>) copier_ = &copy_module<Self>;
     type_ = &typeid(Self);
     attach();
+    if (placement_failures() > 0) name_failed_placements(field);
   }
   FieldRegistration(const FieldRegistration& other) noexcept { copy_from(other); }
   FieldRegistration& operator=(const FieldRegistration&) noexcept { return *this; }
@@ -187,6 +192,8 @@ class FieldRegistration {
   static void check_inside(std::ptrdiff_t offset, size_t size, const char* name);
   void copy_from(const FieldRegistration& other) noexcept;
   void attach() noexcept;
+  // Gives variables below the field whose placement failed their path from this module.
+  void name_failed_placements(void* field) const;
 
   std::string_view name_;
   std::ptrdiff_t field_from_module_ = 0;

@@ -8,17 +8,47 @@
 
 #include <cxxabi.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 
 namespace nnx {
 
 namespace {
+
+std::atomic<int64_t> failed_placements{0};
+
 LazyArray with_metadata(LazyArray init, const Metadata& metadata) {
   init.metadata = init.metadata.merged_with(metadata);
   return init;
 }
+
+// The spec of a value of `shape` on the MeshContext's mesh, or why it has none (`problem`).
+PartitionSpec context_spec(const Metadata& metadata, const Shape& shape, const Mesh& mesh,
+                           std::string& problem) {
+  try {
+    return checked_partition_spec(metadata, shape, mesh,
+                                  fmt::format("a variable of shape {}", to_string(shape)));
+  } catch (const Error& e) {
+    problem = e.what();
+    ++failed_placements;
+    return {};
+  }
+}
+
 }  // namespace
+
+namespace detail {
+int64_t placement_failures() { return failed_placements.load(std::memory_order_relaxed); }
+
+void raise_if_unplaced(const std::string& path, const Variable& variable) {
+  const auto& impl = VariableAccess::impl(variable);
+  if (!impl || impl->placement_error.empty()) return;
+  const std::string what = path.empty() ? "a variable built under it" : fmt::format("'{}'", path);
+  throw_error("MeshContext", fmt::format("{} could not be placed on the context's mesh: {}", what,
+                                         impl->placement_error));
+}
+}  // namespace detail
 
 bool VariableType::is_a(const VariableType& other) const {
   for (const VariableType* t = this; t != nullptr; t = t->parent)
@@ -53,22 +83,38 @@ Variable::Variable(Array value, Metadata metadata)
                   impl_->metadata}));
   } else if (const auto& mesh = current_mesh(); mesh && !v.mesh()) {
     // Under a MeshContext a whole tensor is placed by the variable's spec.
-    std::string what = fmt::format("a variable of shape {}", to_string(v.shape()));
-    v = device_put(v.local(), {mesh, checked_partition_spec(impl_->metadata, v.shape(), *mesh, what)});
+    auto spec = context_spec(impl_->metadata, v.shape(), *mesh, impl_->placement_error);
+    if (impl_->placement_error.empty()) v = device_put(v.local(), {mesh, spec});
   }
 }
 
-Variable::Variable(const LazyArray& init, Metadata metadata)
-    : Variable(materialize(with_metadata(init, metadata)), init.metadata.merged_with(metadata)) {}
+Variable::Variable(const LazyArray& init, Metadata metadata) {
+  LazyArray full = with_metadata(init, metadata);
+  const auto& mesh = current_mesh();
+  std::string problem;
+  if (mesh && !detail::abstract_init_active())
+    context_spec(full.metadata, full.shape, *mesh, problem);
+  if (problem.empty()) {
+    *this = Variable(materialize(full), full.metadata);
+    return;
+  }
+  // Nothing is computed for a value that cannot be placed; value() raises the problem.
+  impl_ = std::make_shared<detail::VariableImpl>(detail::VariableImpl{
+      Array::abstract(std::make_shared<const LazyArray>(full)), full.metadata,
+      &variable_type<Variable>(), std::move(problem)});
+}
 
 const Array& Variable::value() const {
   NNX_CHECK(impl_, "empty variable handle: assign a variable (e.g. nnx::Param(init(...))) first");
+  if (!impl_->placement_error.empty()) [[unlikely]]
+    detail::raise_if_unplaced(impl_->placement_path, *this);
   return impl_->value;
 }
 
 void Variable::set_value(Array value) {
   NNX_CHECK(impl_, "empty variable handle: assign a variable before setting its value");
   impl_->value = std::move(value);
+  impl_->placement_error.clear();  // a new value: placed by whoever set it
 }
 
 const Metadata& Variable::metadata() const {

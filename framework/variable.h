@@ -8,7 +8,9 @@
 #include <nnx/sharding/metadata.h>
 #include <nnx/framework/variable_type.h>
 
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <type_traits>
 
 namespace nnx {
@@ -21,7 +23,17 @@ struct VariableImpl {
   Array value;
   Metadata metadata;
   const VariableType* type;
+  // Set when a MeshContext could not place the value (its spec does not fit the mesh). The
+  // field being built does not know its name yet, so the error waits: value() and graph walks
+  // raise it with the path, which field registrations fill in as the model is assembled.
+  std::string placement_error{};
+  std::string placement_path{};
 };
+// Variables on this process whose placement failed so far (never decreases): while none did,
+// field registrations have nothing to name.
+int64_t placement_failures();
+// Raises a failed placement of `variable` as the error of `path` (does nothing when none).
+void raise_if_unplaced(const std::string& path, const Variable& variable);
 struct VariableAccess;
 }  // namespace detail
 

@@ -116,10 +116,14 @@ TEST_CASE("a spec that does not fit fails on every rank, names the variable and 
     CHECK_THAT(what, Catch::Contains("expert"));
   }
   for (const auto& [path, v] : nnx::state(model)) CHECK(v.value().is_abstract());
-  // Eagerly, under the context, the error names the shape and the spec.
+  // Under the context the model builds, and its first use names the path, shape and spec.
   nnx::MeshContext on(mesh);
   nnx::Rngs again(0);
-  CHECK_THROWS_WITH(Tower(again), Catch::Contains("(16, 32)") && Catch::Contains("expert"));
+  Tower built(again);
+  for (auto use : std::vector<std::function<void()>>{[&] { nnx::state(built); },
+                                                      [&] { built.up.kernel.value(); }})
+    CHECK_THROWS_WITH(use(), Catch::Contains("'up.kernel'") && Catch::Contains("(16, 32)") &&
+                                 Catch::Contains("expert"));
 }
 
 TEST_CASE("eval_shape then materialize without a mesh equals direct construction") {
