@@ -9,6 +9,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -138,13 +139,26 @@ void prepare_directory(const Communicator& comm, const std::string& dir, bool ov
 }
 
 void raise_if_any_failed(const Communicator& comm, const std::string& error) {
-  auto first = torch::full({1}, error.empty() ? INT64_MAX : int64_t{comm.rank()}, torch::kLong);
-  comm.all_reduce_(first, ReduceOp::min);
-  const int64_t failed = first.item<int64_t>();
-  if (failed == INT64_MAX) return;
-  const std::string message = broadcast_string(comm, error, static_cast<int>(failed));
-  if (failed == comm.rank()) throw Error(message);
-  throw Error(fmt::format("rank {} failed: {}", failed, message));
+  auto count = torch::full({1}, error.empty() ? 0 : 1, torch::kLong);
+  comm.all_reduce_(count, ReduceOp::sum);
+  if (count.item<int64_t>() == 0) return;
+  const auto errors = all_gather_strings(comm, error);
+  std::vector<int> failed;
+  for (int r = 0; r < comm.size(); ++r)
+    if (!errors[r].empty()) failed.push_back(r);
+  const std::string& first = errors[failed[0]];
+  if (failed.size() == 1) {
+    if (!error.empty()) throw Error(error);
+    throw Error(fmt::format("rank {} failed: {}", failed[0], first));
+  }
+  // Several ranks: the message once when they agree (a damaged manifest), else each rank's.
+  if (std::all_of(failed.begin(), failed.end(), [&](int r) { return errors[r] == first; }))
+    throw Error(fmt::format("ranks {} failed: {}", fmt::join(failed, ", "), first));
+  std::vector<std::string> others;
+  for (size_t i = 1; i < failed.size(); ++i)
+    others.push_back(fmt::format("rank {}: {}", failed[i], errors[failed[i]]));
+  throw Error(fmt::format("ranks {} failed; rank {}: {}{}", fmt::join(failed, ", "), failed[0],
+                          first, indented_list(others)));
 }
 
 namespace {

@@ -35,6 +35,16 @@ TEST_CASE("a save that one rank cannot plan fails on every rank, naming that ran
   CHECK(manager.latest_step() == 2);
 }
 
+TEST_CASE("a save that two ranks cannot plan names both ranks on every rank", "[ranks4]") {
+  nnx_test::SharedDir dir;
+  nnx::State s;
+  const bool fails = nnx::world_rank() % 2 == 1;
+  s.add("w", nnx::Param(nnx::Array(torch::ones({2, 2}, fails ? torch::kComplexFloat : torch::kFloat))));
+  CHECK_THROWS_WITH(ckpt::save(dir.sub("c"), s),
+                    Contains("ranks 1, 3 failed") && Contains("which checkpoints do not store"));
+  CHECK_FALSE(std::filesystem::exists(dir.sub("c") + "/manifest.json"));
+}
+
 TEST_CASE("a manager whose directory rank 0 cannot create fails on every rank", "[ranks2]") {
   nnx_test::SharedDir dir;
   if (nnx::world_rank() == 0) std::ofstream(dir.sub("file")) << "not a directory";
