@@ -55,6 +55,8 @@ Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* 
   auto mesh = common_mesh({&a0, &b0}, op);
   Shape shape = broadcast_shape(a0, b0, op);
   if (!mesh) return Array(fn(a0.local(), b0.local()));
+  if (all_replicated({&a0, &b0}))
+    return replicated_result(fn(a0.local(), b0.local()), std::move(shape), mesh);
   Array a = on_mesh(a0, mesh), b = on_mesh(b0, mesh);
   // Output layout: each dim takes the axes of the first operand that spans it unbroadcast.
   DimAxes out(shape.size());

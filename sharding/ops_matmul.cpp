@@ -33,6 +33,8 @@ Array matmul(const Array& a0, const Array& b0) {
   shape.push_back(a0.shape()[a0.ndim() - 2]);
   shape.push_back(b0.shape().back());
   if (!mesh) return Array(torch::matmul(a0.local(), b0.local()));
+  if (all_replicated({&a0, &b0}))
+    return replicated_result(torch::matmul(a0.local(), b0.local()), std::move(shape), mesh);
 
   Array a = on_mesh(a0, mesh), b = on_mesh(b0, mesh);
   const DimAxes A = dims_of(a), B = dims_of(b);

@@ -50,6 +50,7 @@ Array sum(const Array& a, std::vector<int64_t> dims, bool keepdim) {
   dims = reduced_dims(a, std::move(dims), "sum");
   at::Tensor local = dims.empty() ? a.local() : a.local().sum(dims, keepdim);
   if (!a.mesh()) return Array(local);
+  if (all_replicated({&a})) return replicated_result(local, local.sizes().vec(), a.mesh());
   Shape shape;
   DimAxes out;
   Axes partial;

@@ -77,6 +77,21 @@ Array make_result(at::Tensor local, Shape shape, const std::shared_ptr<const Mes
                            NamedSharding{mesh, PartitionSpec(std::move(entries))}, partial);
 }
 
+bool all_replicated(std::initializer_list<const Array*> arrays) {
+  for (const Array* a : arrays) {
+    if (!a->partial_axes().empty()) return false;
+    for (const auto& e : a->spec().entries())
+      if (!e.names().empty()) return false;
+  }
+  return true;
+}
+
+Array replicated_result(at::Tensor local, Shape shape, const std::shared_ptr<const Mesh>& mesh) {
+  PartitionSpec spec(std::vector<SpecEntry>(shape.size()));
+  return Array::from_local(std::move(local), std::move(shape), NamedSharding{mesh, std::move(spec)},
+                           {});
+}
+
 Axes without(const Axes& axes, const Axes& remove) {
   Axes out;
   for (const auto& a : axes)

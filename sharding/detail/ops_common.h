@@ -6,6 +6,7 @@
 
 #include <nnx/sharding/array.h>
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,11 @@ Array resolved(const Array& a, std::source_location op = std::source_location::c
 Array whole_dim(const Array& a, int64_t d);
 Array make_result(at::Tensor local, Shape shape, const std::shared_ptr<const Mesh>& mesh,
                   const DimAxes& dims, const Axes& partial);
+// Whether no input splits a dim or holds a pending sum (plain inputs count as replicated).
+// Every rule then gives a replicated result with no communication, so ops skip the rule.
+bool all_replicated(std::initializer_list<const Array*> arrays);
+// The replicated result on `mesh`, laid out as make_result would lay it out.
+Array replicated_result(at::Tensor local, Shape shape, const std::shared_ptr<const Mesh>& mesh);
 Axes without(const Axes& axes, const Axes& remove);
 Axes used_axes(const DimAxes& dims);
 std::string shape_str(const Array& a);
