@@ -880,7 +880,8 @@ class Sweep:
         env, ranks, bound = {}, 2, 30
         must = {"uncaught": [r"rank 1: \[main\] the data file is corrupt"],
                 "early_return": [r"rank 1 has left main while this rank waits in"],
-                "second_leaver": [r"rank 1 has left main while this rank waits in all_reduce over 'pair'"]}
+                "second_leaver": [r"rank 1 has left main while this rank waits in all_reduce over 'pair'"],
+                "cross_wait": [r"collectives wait on each other across communicators"]}
         if mode == "skipped":
             tmo = t.rng.randint(2, 6)
             env = {"NNX_COLLECTIVE_TIMEOUT": str(tmo)}
@@ -888,6 +889,8 @@ class Sweep:
             bound = tmo + 25
         if mode == "second_leaver":
             ranks = 3
+        if mode == "cross_wait":  # the full check's stall probe, with the timeout far away
+            env, bound = {"NNX_CHECK_COLLECTIVES": "1"}, 15
         t.what = f"nnx_exit_probe {mode} on {ranks} ranks" + (f", {env}" if env else "")
         cmd = [self.mpirun, "-np", str(ranks), "--oversubscribe", self.probe, mode]
         r = self.runner.run(cmd, 90, os.path.join(t.dir, "probe.log"), env=env)
@@ -959,6 +962,7 @@ class Sweep:
             ("probe_early_return", lambda t: self.probe_case(t, "early_return")),
             ("probe_skipped", lambda t: self.probe_case(t, "skipped")),
             ("probe_second_leaver", lambda t: self.probe_case(t, "second_leaver")),
+            ("probe_cross_wait", lambda t: self.probe_case(t, "cross_wait")),
             ("flag_mismatch", self.flag_mismatch),
         ]
 
