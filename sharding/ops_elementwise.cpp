@@ -1,6 +1,7 @@
-// Elementwise ops. Rule: operands take the output's layout on the dims they span (broadcast
-// dims whole); pending sums survive where the op is linear in that operand.
+// Elementwise ops: fast paths for operands laid out alike or replicated, else the plan of
+// plan_elementwise (rule tables "add", "mul", "div" in op_rules.cpp).
 #include <nnx/core/error.h>
+#include <nnx/sharding/op_plan.h>
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/redistribute.h>
 #include <nnx/sharding/detail/ops_common.h>
@@ -14,13 +15,6 @@ namespace nnx {
 namespace {
 
 using namespace detail;
-
-// How an op treats pending sums of its operands.
-enum class Linearity {
-  linear,     // a + b, a - b: both may be pending along the same axis
-  bilinear,   // a * b: one operand per axis may be pending
-  numerator,  // a / b: only a may be pending
-};
 
 Shape broadcast_shape(const Array& a, const Array& b, const char* op) {
   size_t n = std::max(a.shape().size(), b.shape().size());
@@ -36,15 +30,6 @@ Shape broadcast_shape(const Array& a, const Array& b, const char* op) {
   return out;
 }
 
-// The operand's layout on its own dims for an output laid out as `out`.
-DimAxes operand_dims(const Array& x, const Shape& out_shape, const DimAxes& out) {
-  size_t offset = out_shape.size() - x.shape().size();
-  DimAxes dims(x.shape().size());
-  for (size_t i = 0; i < dims.size(); ++i)
-    if (x.shape()[i] == out_shape[offset + i]) dims[i] = out[offset + i];
-  return dims;
-}
-
 template <class Fn>
 Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* op, Fn fn) {
   // The common case first: operands laid out alike need no rule (the result is laid out as
@@ -52,52 +37,26 @@ Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* 
   if (a0.mesh() && a0.mesh() == b0.mesh() && a0.shape() == b0.shape() && a0.spec() == b0.spec() &&
       a0.partial_axes().empty() && b0.partial_axes().empty() && !a0.initializer())
     return a0.with_local(fn(a0.local(), b0.local()));
+  if (!a0.mesh() && !b0.mesh() && a0.defined() && b0.defined()) {
+    try {
+      return Array(fn(a0.local(), b0.local()));
+    } catch (const c10::Error&) {
+      broadcast_shape(a0, b0, op);  // names the shapes when they do not broadcast
+      throw;
+    }
+  }
   auto mesh = common_mesh({&a0, &b0}, op);
   Shape shape = broadcast_shape(a0, b0, op);
   if (!mesh) return Array(fn(a0.local(), b0.local()));
   if (all_replicated({&a0, &b0}))
     return replicated_result(fn(a0.local(), b0.local()), std::move(shape), mesh);
   Array a = on_mesh(a0, mesh), b = on_mesh(b0, mesh);
-  // Output layout: each dim takes the axes of the first operand that spans it unbroadcast.
-  DimAxes out(shape.size());
-  Axes used;
-  for (const Array* x : {&a, &b}) {
-    size_t offset = shape.size() - x->shape().size();
-    auto dims = dims_of(*x);
-    for (size_t i = 0; i < dims.size(); ++i) {
-      auto& slot = out[offset + i];
-      if (!slot.empty() || x->shape()[i] != shape[offset + i]) continue;
-      bool free = true;
-      for (const auto& axis : dims[i]) free &= !contains(used, axis);
-      if (!free) continue;
-      slot = dims[i];
-      used.insert(used.end(), dims[i].begin(), dims[i].end());
-    }
-  }
-  const Axes pa = without(a.partial_axes(), used), pb = without(b.partial_axes(), used);
-  Axes partial_a, partial_b;
-  switch (linearity) {
-    case Linearity::linear:
-      partial_a = pa;
-      for (const auto& x : pb)
-        if (!contains(partial_a, x)) partial_a.push_back(x);
-      partial_b = partial_a;
-      break;
-    case Linearity::bilinear:
-      partial_a = pa;
-      partial_b = without(pb, pa);
-      break;
-    case Linearity::numerator:
-      partial_a = pa;
-      break;
-  }
+  const OpPlan plan = plan_elementwise(op, layout_of(a), layout_of(b), linearity);
   auto label = RedistributeLabel::fallback(op);
-  Array la = relayout(a, operand_dims(a, shape, out), partial_a);
-  Array lb = relayout(b, operand_dims(b, shape, out), partial_b);
-  Axes partial = partial_a;
-  for (const auto& x : partial_b)
-    if (!contains(partial, x)) partial.push_back(x);
-  return make_result(fn(la.local(), lb.local()), shape, mesh, out, partial);
+  Array la = relayout(a, plan.targets[0].dims, plan.targets[0].partial);
+  Array lb = relayout(b, plan.targets[1].dims, plan.targets[1].partial);
+  return make_result(fn(la.local(), lb.local()), std::move(shape), mesh, plan.output.dims,
+                     plan.output.partial);
 }
 
 // A unary op; `linear` ones (x * c) keep pending sums, others resolve them first.
@@ -105,10 +64,10 @@ Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* 
 template <class Fn>
 Array unary(const Array& a, bool linear, Fn fn,
             std::source_location op = std::source_location::current()) {
-  Array x = linear ? a : resolved(a, op);
-  if (!x.mesh()) return Array(fn(x.local()));
-  if (!x.initializer()) return x.with_local(fn(x.local()));  // laid out as its operand
-  return make_result(fn(x.local()), x.shape(), x.mesh(), dims_of(x), x.partial_axes());
+  if (!linear && !a.partial_axes().empty()) return unary(resolved(a, op), true, fn, op);
+  if (!a.mesh()) return Array(fn(a.local()));
+  if (!a.initializer()) return a.with_local(fn(a.local()));  // laid out as its operand
+  return make_result(fn(a.local()), a.shape(), a.mesh(), dims_of(a), a.partial_axes());
 }
 
 Array scalar_like(const Array& a, double value) {

@@ -1,7 +1,6 @@
-// Contractions. Rule (per mesh axis, OneFlow/DTensor style): S(m)·R -> S(m), R·S(n) -> S(n),
-// S(k)·S(k) -> Partial, R·R -> R; batch dims follow a. A contraction dim split on one side only
-// is sliced on the other (no communication); conflicting axes are gathered on b.
+// Contractions: checks shapes, runs plan_matmul's plan (its rule table is in op_rules.cpp).
 #include <nnx/core/error.h>
+#include <nnx/sharding/op_plan.h>
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/detail/ops_common.h>
 
@@ -19,67 +18,25 @@ Array matmul(const Array& a0, const Array& b0) {
             "inner dims differ: {} @ {} ({} vs {})", shape_str(a0), shape_str(b0), k,
             b0.shape()[b0.ndim() - 2]);
   auto mesh = common_mesh({&a0, &b0}, "matmul");
-  // Output shape: broadcast batch dims, then m, n.
-  const int64_t batch_a = a0.ndim() - 2, batch_b = b0.ndim() - 2;
-  const int64_t batch = std::max(batch_a, batch_b);
-  Shape shape(batch);
-  for (int64_t i = 0; i < batch; ++i) {
-    int64_t da = i < batch - batch_a ? 1 : a0.shape()[i - (batch - batch_a)];
-    int64_t db = i < batch - batch_b ? 1 : b0.shape()[i - (batch - batch_b)];
-    NNX_CHECK(da == db || da == 1 || db == 1, "batch dims of {} and {} do not broadcast",
-              shape_str(a0), shape_str(b0));
-    shape[i] = std::max(da, db);
+  const bool replicated = all_replicated({&a0, &b0});
+  if (!mesh || replicated) {
+    // Batch dims broadcast (the planner checks this on the sharded path).
+    const int64_t batch_a = a0.ndim() - 2, batch_b = b0.ndim() - 2;
+    for (int64_t i = 0; i < std::min(batch_a, batch_b); ++i) {
+      int64_t da = a0.shape()[batch_a - 1 - i], db = b0.shape()[batch_b - 1 - i];
+      NNX_CHECK(da == db || da == 1 || db == 1, "batch dims of {} and {} do not broadcast",
+                shape_str(a0), shape_str(b0));
+    }
+    at::Tensor local = torch::matmul(a0.local(), b0.local());
+    if (!mesh) return Array(std::move(local));
+    return replicated_result(local, local.sizes().vec(), mesh);
   }
-  shape.push_back(a0.shape()[a0.ndim() - 2]);
-  shape.push_back(b0.shape().back());
-  if (!mesh) return Array(torch::matmul(a0.local(), b0.local()));
-  if (all_replicated({&a0, &b0}))
-    return replicated_result(torch::matmul(a0.local(), b0.local()), std::move(shape), mesh);
-
   Array a = on_mesh(a0, mesh), b = on_mesh(b0, mesh);
-  const DimAxes A = dims_of(a), B = dims_of(b);
-  DimAxes out(shape.size());
-  Axes used = a.partial_axes();
-  auto take = [&](const Axes& axes) {
-    Axes free = without(axes, used);
-    used.insert(used.end(), free.begin(), free.end());
-    return free;
-  };
-  // Batch dims from a where it spans them, else from b.
-  for (int64_t i = 0; i < batch; ++i) {
-    int64_t ia = i - (batch - batch_a);
-    if (ia >= 0 && a.shape()[ia] == shape[i]) out[i] = take(A[ia]);
-  }
-  const Axes m_axes = take(A[a.ndim() - 2]);
-  Axes k_axes = take(A[a.ndim() - 1]);
-  for (int64_t i = 0; i < batch; ++i) {
-    int64_t ib = i - (batch - batch_b);
-    if (out[i].empty() && ib >= 0 && b.shape()[ib] == shape[i]) out[i] = take(B[ib]);
-  }
-  if (k_axes.empty()) k_axes = take(B[b.ndim() - 2]);
-  const Axes n_axes = take(B[b.ndim() - 1]);
-  out[batch] = m_axes;
-  out[batch + 1] = n_axes;
-
-  // Targets: a spans its batch dims as the output does, b likewise; k split the same way.
-  DimAxes ta(a.ndim()), tb(b.ndim());
-  for (int64_t i = 0; i < batch; ++i) {
-    int64_t ia = i - (batch - batch_a), ib = i - (batch - batch_b);
-    if (ia >= 0 && a.shape()[ia] == shape[i]) ta[ia] = out[i];
-    if (ib >= 0 && b.shape()[ib] == shape[i]) tb[ib] = out[i];
-  }
-  ta[a.ndim() - 2] = m_axes;
-  ta[a.ndim() - 1] = k_axes;
-  tb[b.ndim() - 2] = k_axes;
-  tb[b.ndim() - 1] = n_axes;
-  // b may stay pending along axes a is replicated on and nothing else uses.
-  const Axes partial_b = without(b.partial_axes(), used);
-  Array la = relayout(a, ta, a.partial_axes());
-  Array lb = relayout(b, tb, partial_b);
-  Axes partial = a.partial_axes();
-  partial.insert(partial.end(), partial_b.begin(), partial_b.end());
-  partial.insert(partial.end(), k_axes.begin(), k_axes.end());
-  return make_result(torch::matmul(la.local(), lb.local()), shape, mesh, out, partial);
+  const OpPlan plan = plan_matmul(layout_of(a), layout_of(b));
+  Array la = relayout(a, plan.targets[0].dims, plan.targets[0].partial);
+  Array lb = relayout(b, plan.targets[1].dims, plan.targets[1].partial);
+  return make_result(torch::matmul(la.local(), lb.local()), plan.output.shape, mesh,
+                     plan.output.dims, plan.output.partial);
 }
 
 Array linear(const Array& x, const Array& weight, const std::optional<Array>& bias) {

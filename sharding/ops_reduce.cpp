@@ -1,6 +1,7 @@
-// Reductions and softmax. Rule: sum/mean reduce locally and leave a pending sum over the axes
-// of the reduced dims (no communication); max and softmax need their dim whole.
+// Reductions and softmax: sum/mean run plan_sum's plan (each rank sums its block; the axes of
+// summed dims become pending sums); max and softmax need their dim whole.
 #include <nnx/core/error.h>
+#include <nnx/sharding/op_plan.h>
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/detail/ops_common.h>
 
@@ -24,26 +25,6 @@ std::vector<int64_t> reduced_dims(const Array& a, std::vector<int64_t> dims, con
   return dims;
 }
 
-// Shape and layout after reducing `dims` (kept as size 1 or dropped).
-void reduce_layout(const Array& a, const std::vector<int64_t>& dims, bool keepdim, Shape& shape,
-                   DimAxes& out, Axes& partial) {
-  auto in = dims_of(a);
-  partial = a.partial_axes();
-  for (int64_t d = 0; d < a.ndim(); ++d) {
-    bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
-    if (reduced) {
-      partial.insert(partial.end(), in[d].begin(), in[d].end());
-      if (keepdim) {
-        shape.push_back(1);
-        out.emplace_back();
-      }
-    } else {
-      shape.push_back(a.shape()[d]);
-      out.push_back(in[d]);
-    }
-  }
-}
-
 }  // namespace
 
 Array sum(const Array& a, std::vector<int64_t> dims, bool keepdim) {
@@ -51,11 +32,8 @@ Array sum(const Array& a, std::vector<int64_t> dims, bool keepdim) {
   at::Tensor local = dims.empty() ? a.local() : a.local().sum(dims, keepdim);
   if (!a.mesh()) return Array(local);
   if (all_replicated({&a})) return replicated_result(local, local.sizes().vec(), a.mesh());
-  Shape shape;
-  DimAxes out;
-  Axes partial;
-  reduce_layout(a, dims, keepdim, shape, out, partial);
-  return make_result(local, shape, a.mesh(), out, partial);
+  const Layout out = plan_sum(layout_of(a), dims, keepdim).output;
+  return make_result(local, out.shape, a.mesh(), out.dims, out.partial);
 }
 
 Array mean(const Array& a, std::vector<int64_t> dims, bool keepdim) {
@@ -71,11 +49,9 @@ Array max(const Array& a, int64_t dim, bool keepdim) {
   Array x = whole_dim(a, dim);
   at::Tensor local = std::get<0>(x.local().max(dim, keepdim));
   if (!x.mesh()) return Array(local);
-  Shape shape;
-  DimAxes out;
-  Axes partial;
-  reduce_layout(x, {dim}, keepdim, shape, out, partial);
-  return make_result(local, shape, x.mesh(), out, partial);
+  // Laid out as a sum over the (now whole) dim would be: no pending sum arises.
+  const Layout out = plan_sum(layout_of(x), {dim}, keepdim).output;
+  return make_result(local, out.shape, x.mesh(), out.dims, out.partial);
 }
 
 Array softmax(const Array& a, int64_t dim) {

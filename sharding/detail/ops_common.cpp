@@ -16,7 +16,9 @@ int64_t& fallback_count() {
 
 namespace detail {
 
-std::shared_ptr<const Mesh> common_mesh(const std::vector<const Array*>& arrays, const char* op) {
+namespace {
+template <class Arrays>
+std::shared_ptr<const Mesh> common_mesh_of(const Arrays& arrays, const char* op) {
   std::shared_ptr<const Mesh> mesh;
   for (const Array* a : arrays) {
     if (!a->defined()) throw_error(op, "an input array is empty");
@@ -27,6 +29,16 @@ std::shared_ptr<const Mesh> common_mesh(const std::vector<const Array*>& arrays,
                                   mesh->to_string(), a->mesh()->to_string()));
   }
   return mesh;
+}
+}  // namespace
+
+std::shared_ptr<const Mesh> common_mesh(const std::vector<const Array*>& arrays, const char* op) {
+  return common_mesh_of(arrays, op);
+}
+
+std::shared_ptr<const Mesh> common_mesh(std::initializer_list<const Array*> arrays,
+                                        const char* op) {
+  return common_mesh_of(arrays, op);  // no vector to allocate on every op
 }
 
 Array on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh) {
@@ -40,6 +52,8 @@ DimAxes dims_of(const Array& a) {
   out.resize(a.shape().size());
   return out;
 }
+
+Layout layout_of(const Array& a) { return Layout{a.shape(), dims_of(a), a.partial_axes()}; }
 
 Array relayout(const Array& a, const DimAxes& dims, const Axes& partial,
                std::source_location op) {

@@ -5,6 +5,7 @@
 #include <source_location>
 
 #include <nnx/sharding/array.h>
+#include <nnx/sharding/op_plan.h>
 
 #include <initializer_list>
 #include <memory>
@@ -17,9 +18,12 @@ using DimAxes = std::vector<Axes>;  // mesh axes per dim, major first
 
 // The mesh the inputs share (null when none has one); two different meshes are an error.
 std::shared_ptr<const Mesh> common_mesh(const std::vector<const Array*>& arrays, const char* op);
+std::shared_ptr<const Mesh> common_mesh(std::initializer_list<const Array*> arrays, const char* op);
 // A plain array becomes a replicated array on `mesh`.
 Array on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh);
 DimAxes dims_of(const Array& a);
+// The array's layout as data, for the planners of op_plan.h.
+Layout layout_of(const Array& a);
 // `a` laid out as dims/partial (redistributes only when different).
 // `op` (the caller, by default) labels the redistribution in NNX_LOG_REDISTRIBUTE's log.
 Array relayout(const Array& a, const DimAxes& dims, const Axes& partial,
