@@ -25,7 +25,7 @@ Array compute_block(const LazyArray& init, const std::shared_ptr<const Mesh>& me
   NNX_CHECK(local.sizes().vec() == box.size,
             "the initializer of {} returned shape {} for its block {}", what,
             to_string(local.sizes().vec()), to_string(box.size));
-  return Array::from_local(local.to(init.dtype), init.shape, {mesh, spec});
+  return Array::from_local(local.to(mesh->device(), init.dtype), init.shape, {mesh, spec});
 }
 
 }  // namespace

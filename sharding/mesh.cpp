@@ -1,5 +1,6 @@
 // Mesh validation, rank/coordinate maps, and the sub-communicators of a bound mesh.
 #include <nnx/core/error.h>
+#include <nnx/sharding/device.h>
 #include <nnx/sharding/mesh.h>
 
 #include <torch/torch.h>
@@ -135,6 +136,7 @@ std::shared_ptr<const Mesh> make_mesh(std::vector<int64_t> shape,
             fmt::join(differing, ", "), world.rank(), mesh->to_string());
   auto coords = mesh->coordinates_of(world.rank());
   mesh->coordinates_ = coords;
+  mesh->device_ = default_device();
   const uint64_t all = (uint64_t{1} << mesh->ndim()) - 1;
   for (uint64_t mask = 1; mask <= all; ++mask) {
     // color: position on the axes outside the mask; key: position on the axes inside it.

@@ -5,6 +5,8 @@
 
 #include <nnx/sharding/communicator.h>
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -45,6 +47,9 @@ class Mesh {
   // A duplicate of comm(axes) for gradient reduction, so reductions in flight never match the
   // backward pass's own collectives. Collective the first time each set of axes asks for it.
   const Communicator& gradient_comm(const std::vector<std::string>& axes) const;
+  // The device of this process's blocks: nnx::default_device() when make_mesh ran (each
+  // process its own; not part of the mesh's identity), the CPU for a description.
+  c10::Device device() const { return device_; }
 
  private:
   friend std::shared_ptr<const Mesh> make_mesh(std::vector<int64_t>, std::vector<std::string>);
@@ -55,6 +60,7 @@ class Mesh {
   std::map<uint64_t, Communicator> comms_;  // by bitmask of axes; filled by make_mesh
   mutable std::map<uint64_t, Communicator> gradient_comms_;  // made on first use
   std::vector<int64_t> coordinates_;        // this process's, set by make_mesh
+  c10::Device device_{c10::kCPU};
 };
 
 // The MPI world as a mesh: make_mesh({2, 4}, {"data", "model"}). The sizes must multiply to the

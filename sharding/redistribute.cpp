@@ -73,7 +73,9 @@ Array device_put(const at::Tensor& full, const NamedSharding& sharding) {
   at::Tensor local = full;
   for (size_t d = 0; d < shape.size(); ++d)
     if (box.size[d] != shape[d]) local = local.narrow(d, box.start[d], box.size[d]);
-  return Array::from_local(local, shape, NamedSharding{sharding.mesh, spec});
+  // Only the block moves to the mesh's device (a no-op where it already lies).
+  return Array::from_local(local.to(sharding.mesh->device()), shape,
+                           NamedSharding{sharding.mesh, spec});
 }
 
 Array make_array_from_process_local_data(const NamedSharding& sharding, const at::Tensor& local) {
@@ -85,7 +87,8 @@ Array make_array_from_process_local_data(const NamedSharding& sharding, const at
   Shape shape = local.sizes().vec();
   for (size_t d = 0; d < spec.size(); ++d)
     for (const auto& a : spec[d].names()) shape[d] *= sharding.mesh->axis_size(a);
-  return Array::from_local(local, shape, NamedSharding{sharding.mesh, spec});
+  return Array::from_local(local.to(sharding.mesh->device()), shape,
+                           NamedSharding{sharding.mesh, spec});
 }
 
 at::Tensor gather(const Array& x, std::source_location where) {
