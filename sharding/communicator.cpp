@@ -6,6 +6,7 @@
 #include <nnx/sharding/detail/call_stack.h>
 #include <nnx/sharding/detail/collective_wait.h>
 #include <nnx/sharding/detail/collective_watchdog.h>
+#include <nnx/sharding/detail/device_engine.h>
 #include <nnx/sharding/detail/live_communicators.h>
 #include <nnx/sharding/detail/stall_probe.h>
 #include <nnx/sharding/world.h>
@@ -39,6 +40,9 @@ struct CommImpl {
   uint64_t key = 1;                // equal on every member, different across communicators
   std::atomic<uint64_t> children{0};  // communicators split or duplicated from this one
   std::vector<int> members;        // world ranks, in this communicator's order
+  // The engine for CUDA tensors, chosen at the first CUDA collective (null: host staging).
+  bool device_engine_chosen = false;
+  std::shared_ptr<DeviceEngine> device_engine;
   ~CommImpl() {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -81,11 +85,31 @@ void run(const detail::CommImpl& c, const std::string& comm_name, const char* op
   detail::wait_for(&request, c.comm, op, comm_name.c_str());
 }
 
-void check_cpu(const at::Tensor& t, const char* who) {
-  if (!t.device().is_cpu())
-    detail::throw_error(who, fmt::format("tensor on {} needs the NCCL engine; this build has only "
-                                         "the MPI engine for CPU tensors",
+void check_device(const at::Tensor& t, const char* who) {
+  if (!t.device().is_cpu() && !t.is_cuda())
+    detail::throw_error(who, fmt::format("tensor on {}: collectives take CPU or CUDA tensors; "
+                                         "move it with .to(torch::kCPU) first",
                                          t.device().str()));
+}
+
+// The device engine (NCCL) for a CUDA tensor on a group of several, chosen on first use; null
+// for CPU tensors and where the MPI engine stages CUDA tensors instead.
+detail::DeviceEngine* device_engine(detail::CommImpl& c, const at::Tensor& t, const char* who) {
+  check_device(t, who);
+  if (!t.is_cuda() || c.size == 1) return nullptr;
+  if (!c.device_engine_chosen) {
+    c.device_engine = detail::make_device_engine(c.comm, c.rank, c.size, t.device(), c.name);
+    c.device_engine_chosen = true;
+  }
+  return c.device_engine.get();
+}
+
+// The MPI engine reads and writes host memory: a CUDA tensor goes through a host copy (the
+// engine for CUDA tensors where NCCL cannot run, such as several ranks on one GPU). A group of
+// one moves nothing, so nothing is staged.
+bool staged(const detail::CommImpl& c, const at::Tensor& t, const char* who) {
+  check_device(t, who);
+  return !t.device().is_cpu() && c.size > 1;
 }
 
 int count_of(int64_t n, const char* who) {
@@ -322,13 +346,21 @@ bool Communicator::checking() {
 }
 
 void Communicator::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
-  check_cpu(tensor, "all_reduce");
+  detail::DeviceEngine* engine = device_engine(*impl_, tensor, "all_reduce");
+  if (!engine && staged(*impl_, tensor, "all_reduce")) {
+    at::Tensor host = tensor.cpu();
+    all_reduce_(host, op);
+    tensor.copy_(host);
+    return;
+  }
   agree(*impl_, "all_reduce", tensor, static_cast<int64_t>(op));
   if (impl_->size == 1) return;
   at::Tensor buffer = detail::reduced_in_float(tensor.scalar_type())
                           ? tensor.to(at::kFloat).contiguous()
                           : tensor.contiguous();
-  run(*impl_, name_, "all_reduce", [&](MPI_Request* r) {
+  if (engine) {
+    engine->all_reduce(buffer, op);
+  } else run(*impl_, name_, "all_reduce", [&](MPI_Request* r) {
     const int count = count_of(buffer.numel(), "all_reduce");
     const MPI_Datatype type = mpi_type(buffer.scalar_type(), "all_reduce");
     return r ? MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, mpi_op(op), impl_->comm, r)
@@ -338,16 +370,21 @@ void Communicator::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
 }
 
 at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const {
-  check_cpu(tensor, "all_gather");
+  detail::DeviceEngine* engine = device_engine(*impl_, tensor, "all_gather");
+  if (!engine && staged(*impl_, tensor, "all_gather"))
+    return all_gather(tensor.cpu(), dim).to(tensor.device());
   dim = normalize_dim(dim, std::max<int64_t>(tensor.dim(), 1), "all_gather");
   agree(*impl_, "all_gather", tensor, dim);
   if (impl_->size == 1) return tensor;
   at::Tensor local = tensor.contiguous();
   auto sizes = local.sizes().vec();
   sizes.insert(sizes.begin(), impl_->size);
-  at::Tensor stacked = comm_buffer(sizes, local.options());
+  at::Tensor stacked =
+      engine ? at::empty(sizes, local.options()) : comm_buffer(sizes, local.options());
   int64_t bytes = local.numel() * static_cast<int64_t>(local.element_size());
-  run(*impl_, name_, "all_gather", [&](MPI_Request* r) {
+  if (engine) {
+    engine->all_gather(local, stacked);
+  } else run(*impl_, name_, "all_gather", [&](MPI_Request* r) {
     const int count = count_of(bytes, "all_gather");
     return r ? MPI_Iallgather(local.data_ptr(), count, MPI_BYTE, stacked.data_ptr(), count,
                               MPI_BYTE, impl_->comm, r)
@@ -360,7 +397,9 @@ at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const
 }
 
 at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) const {
-  check_cpu(tensor, "reduce_scatter");
+  detail::DeviceEngine* engine = device_engine(*impl_, tensor, "reduce_scatter");
+  if (!engine && staged(*impl_, tensor, "reduce_scatter"))
+    return reduce_scatter(tensor.cpu(), dim).to(tensor.device());
   dim = normalize_dim(dim, tensor.dim(), "reduce_scatter");
   NNX_CHECK(tensor.size(dim) % impl_->size == 0,
             "dim {} of size {} does not split evenly over {} members", dim, tensor.size(dim),
@@ -381,8 +420,11 @@ at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) c
   }
   auto chunk_sizes = stacked.sizes().vec();
   chunk_sizes.erase(chunk_sizes.begin());
-  at::Tensor out = comm_buffer(chunk_sizes, stacked.options());
-  run(*impl_, name_, "reduce_scatter", [&](MPI_Request* r) {
+  at::Tensor out = engine ? at::empty(chunk_sizes, stacked.options())
+                          : comm_buffer(chunk_sizes, stacked.options());
+  if (engine) {
+    engine->reduce_scatter(stacked, out);
+  } else run(*impl_, name_, "reduce_scatter", [&](MPI_Request* r) {
     const int count = count_of(out.numel(), "reduce_scatter");
     const MPI_Datatype type = mpi_type(out.scalar_type(), "reduce_scatter");
     return r ? MPI_Ireduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
@@ -395,7 +437,9 @@ at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) c
 
 at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
                                     int64_t concat_dim) const {
-  check_cpu(tensor, "all_to_all");
+  detail::DeviceEngine* engine = device_engine(*impl_, tensor, "all_to_all");
+  if (!engine && staged(*impl_, tensor, "all_to_all"))
+    return all_to_all(tensor.cpu(), split_dim, concat_dim).to(tensor.device());
   split_dim = normalize_dim(split_dim, tensor.dim(), "all_to_all");
   concat_dim = normalize_dim(concat_dim, tensor.dim(), "all_to_all");
   NNX_CHECK(tensor.size(split_dim) % impl_->size == 0,
@@ -408,9 +452,12 @@ at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
   at::Tensor send = split_dim == 0 && tensor.is_contiguous()
                         ? tensor
                         : torch::stack(tensor.chunk(impl_->size, split_dim), 0).contiguous();
-  at::Tensor received = comm_buffer({send.numel()}, send.options());
+  at::Tensor received = engine ? at::empty({send.numel()}, send.options())
+                               : comm_buffer({send.numel()}, send.options());
   int64_t bytes = send.numel() / impl_->size * static_cast<int64_t>(send.element_size());
-  run(*impl_, name_, "all_to_all", [&](MPI_Request* r) {
+  if (engine) {
+    engine->all_to_all(send, received);
+  } else run(*impl_, name_, "all_to_all", [&](MPI_Request* r) {
     const int count = count_of(bytes, "all_to_all");
     return r ? MPI_Ialltoall(send.data_ptr(), count, MPI_BYTE, received.data_ptr(), count,
                              MPI_BYTE, impl_->comm, r)
@@ -429,14 +476,22 @@ at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
 }
 
 void Communicator::broadcast_(at::Tensor& tensor, int root) const {
-  check_cpu(tensor, "broadcast");
+  detail::DeviceEngine* engine = device_engine(*impl_, tensor, "broadcast");
+  if (!engine && staged(*impl_, tensor, "broadcast")) {
+    at::Tensor host = tensor.cpu();
+    broadcast_(host, root);
+    tensor.copy_(host);
+    return;
+  }
   NNX_CHECK(root >= 0 && root < impl_->size, "root {} is not a member of a group of {}", root,
             impl_->size);
   agree(*impl_, "broadcast", tensor, root);
   if (impl_->size == 1) return;
   at::Tensor buffer = tensor.contiguous();
   int64_t bytes = buffer.numel() * static_cast<int64_t>(buffer.element_size());
-  run(*impl_, name_, "broadcast", [&](MPI_Request* r) {
+  if (engine) {
+    engine->broadcast(buffer, root);
+  } else run(*impl_, name_, "broadcast", [&](MPI_Request* r) {
     const int count = count_of(bytes, "broadcast");
     return r ? MPI_Ibcast(buffer.data_ptr(), count, MPI_BYTE, root, impl_->comm, r)
              : MPI_Bcast(buffer.data_ptr(), count, MPI_BYTE, root, impl_->comm);
@@ -446,7 +501,9 @@ void Communicator::broadcast_(at::Tensor& tensor, int root) const {
 
 at::Tensor Communicator::permute(const at::Tensor& tensor,
                                  const std::vector<std::pair<int, int>>& pairs) const {
-  check_cpu(tensor, "permute");
+  detail::DeviceEngine* engine = device_engine(*impl_, tensor, "permute");
+  if (!engine && staged(*impl_, tensor, "permute"))
+    return permute(tensor.cpu(), pairs).to(tensor.device());
   std::vector<int> source_of(impl_->size, -1), dest_of(impl_->size, -1);
   for (auto [src, dst] : pairs) {
     NNX_CHECK(src >= 0 && src < impl_->size && dst >= 0 && dst < impl_->size,
@@ -462,6 +519,10 @@ at::Tensor Communicator::permute(const at::Tensor& tensor,
   at::Tensor out = torch::zeros_like(local);
   int me = impl_->rank;
   if (dest_of[me] == me) return local.clone();
+  if (engine) {
+    engine->permute(local, out, source_of[me], dest_of[me]);
+    return out;
+  }
   int64_t bytes = local.numel() * static_cast<int64_t>(local.element_size());
   int count = count_of(bytes, "permute");
   MPI_Request requests[2];
@@ -483,6 +544,7 @@ struct PendingImpl {
   std::shared_ptr<CommImpl> owner;  // keeps `comm` from being freed while the call is in flight
   std::string comm_name;
   std::vector<at::Tensor> keep_alive;  // the buffers MPI reads and writes until completion
+  std::unique_ptr<DeviceCompletion> device;  // a device engine's call, instead of `request`
 };
 }  // namespace detail
 
@@ -496,11 +558,13 @@ PendingCollective& PendingCollective::operator=(PendingCollective&& other) noexc
   return *this;
 }
 PendingCollective::~PendingCollective() {
+  if (impl_ && impl_->device) impl_->device->wait();
   if (impl_ && impl_->request != MPI_REQUEST_NULL)
     detail::wait_for(&impl_->request, impl_->comm, "a nonblocking collective", impl_->comm_name.c_str());
 }
 
 bool PendingCollective::test() {
+  if (impl_ && impl_->device) return impl_->device->done();
   if (!impl_ || impl_->request == MPI_REQUEST_NULL) return true;
   int done = 0;
   check(MPI_Test(&impl_->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
@@ -508,6 +572,12 @@ bool PendingCollective::test() {
 }
 
 void PendingCollective::wait() {
+  if (impl_ && impl_->device) {
+    impl_->device->wait();
+    impl_->device.reset();
+    impl_->owner.reset();
+    return;
+  }
   if (!impl_ || impl_->request == MPI_REQUEST_NULL) return;
   detail::wait_for(&impl_->request, impl_->comm, "a nonblocking collective", impl_->comm_name.c_str());
   impl_->keep_alive.clear();
@@ -518,13 +588,26 @@ void PendingCollective::wait() {
 // inside MPI calls (no progress thread) and run slower algorithms: an all-reduce takes about
 // twice as long, more than the overlap with backward hides on CPU.
 PendingCollective Communicator::all_reduce_async_(const at::Tensor& buffer, ReduceOp op) const {
-  check_cpu(buffer, "all_reduce_async_");
+  detail::DeviceEngine* engine = device_engine(*impl_, buffer, "all_reduce_async_");
+  if (!engine && staged(*impl_, buffer, "all_reduce_async_")) {  // completes here: the copy
+                                                                  // back needs the result
+    at::Tensor host = buffer.cpu();
+    all_reduce_async_(host, op).wait();
+    at::Tensor(buffer).copy_(host);
+    return {};
+  }
   NNX_CHECK(buffer.is_contiguous() && !detail::reduced_in_float(buffer.scalar_type()),
             "needs a contiguous buffer of a type MPI reduces (not {})",
             c10::toString(buffer.scalar_type()));
   agree(*impl_, "all_reduce_async_", buffer, static_cast<int64_t>(op));
   PendingCollective pending;
   if (impl_->size == 1) return pending;
+  if (engine) {
+    pending.impl_ = std::make_unique<detail::PendingImpl>();
+    pending.impl_->owner = impl_;
+    pending.impl_->device = engine->all_reduce_async(buffer, op);
+    return pending;
+  }
   const int count = count_of(buffer.numel(), "all_reduce");
   const MPI_Datatype type = mpi_type(buffer.scalar_type(), "all_reduce");
   if (blocking_calls()) {  // see complete_at_start
@@ -546,7 +629,13 @@ PendingCollective Communicator::all_reduce_async_(const at::Tensor& buffer, Redu
 
 PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
                                                      const at::Tensor& out) const {
-  check_cpu(stacked, "reduce_scatter_async");
+  detail::DeviceEngine* engine = device_engine(*impl_, stacked, "reduce_scatter_async");
+  if (!engine && staged(*impl_, stacked, "reduce_scatter_async")) {  // completes here
+    at::Tensor host_out = out.cpu();
+    reduce_scatter_async(stacked.cpu(), host_out).wait();
+    at::Tensor(out).copy_(host_out);
+    return {};
+  }
   NNX_CHECK(stacked.is_contiguous() && out.is_contiguous() && stacked.dim() >= 1 &&
                 stacked.size(0) == impl_->size && stacked.numel() == out.numel() * impl_->size &&
                 stacked.scalar_type() == out.scalar_type() &&
@@ -559,6 +648,12 @@ PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
   PendingCollective pending;
   if (impl_->size == 1) {
     out.copy_(stacked.view(out.sizes()));
+    return pending;
+  }
+  if (engine) {
+    pending.impl_ = std::make_unique<detail::PendingImpl>();
+    pending.impl_->owner = impl_;
+    pending.impl_->device = engine->reduce_scatter_async(stacked, out);
     return pending;
   }
   const int count = count_of(out.numel(), "reduce_scatter");

@@ -1,7 +1,10 @@
-// Device queries and intra-op thread defaults. Tests tagged [gpu] skip themselves without a GPU.
+// Device queries, the device choice and intra-op thread defaults. Tests tagged [gpu] skip
+// themselves without a GPU.
 #include <catch2/catch.hpp>
 
 #include <nnx/nnx.h>
+#include <nnx/sharding/detail/device_choice.h>
+#include <nnx/sharding/detail/engine_choice.h>
 
 #ifdef NNX_WITH_CUDA
 #include <nnx/sharding/detail/nccl/nccl_status.h>
@@ -97,4 +100,115 @@ TEST_CASE("ranks sharing a machine split its cores", "[ranks2][ranks4]") {
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   REQUIRE(local != nullptr);
   CHECK(at::get_num_threads() == std::max(1, cores() / std::atoi(local)));
+}
+
+TEST_CASE("the device follows NNX_DEVICE, else one GPU per local rank, else the CPU") {
+  using nnx::detail::choose_device;
+  const c10::Device cpu(c10::kCPU);
+  CHECK(choose_device(nullptr, 3, 0) == cpu);
+  CHECK(choose_device(nullptr, 5, 4) == c10::Device(c10::kCUDA, 1));
+  CHECK(choose_device("cpu", 0, 8) == cpu);
+  CHECK(choose_device("cuda", 6, 4) == c10::Device(c10::kCUDA, 2));
+  CHECK(choose_device("cuda:3", 0, 4) == c10::Device(c10::kCUDA, 3));
+  CHECK_THROWS_WITH(choose_device("cuda:4", 0, 4),
+                    Contains("NNX_DEVICE='cuda:4'") && Contains("devices 0..3"));
+  CHECK_THROWS_WITH(choose_device("cuda", 0, 0),
+                    Contains("sees no CUDA device") && Contains("NNX_DEVICE=cpu"));
+  CHECK_THROWS_WITH(choose_device("gpu", 0, 2),
+                    Contains("NNX_DEVICE='gpu'") && Contains("cpu, cuda"));
+  CHECK_THROWS_WITH(choose_device("cuda:x", 0, 2), Contains("NNX_DEVICE='cuda:x'"));
+}
+
+TEST_CASE("the local rank is the one the launcher announces") {
+  ScopedEnv ompi("OMPI_COMM_WORLD_LOCAL_RANK", "3");
+  CHECK(nnx::local_rank() == 3);
+  ScopedEnv no_ompi("OMPI_COMM_WORLD_LOCAL_RANK", std::nullopt),
+      no_mpich("MPI_LOCALRANKID", std::nullopt), slurm("SLURM_LOCALID", "2");
+  CHECK(nnx::local_rank() == 2);
+  ScopedEnv no_slurm("SLURM_LOCALID", std::nullopt);
+  CHECK(nnx::local_rank() == 0);
+}
+
+TEST_CASE("a mesh places this process's blocks on the default device", "[ranks2]") {
+  auto mesh = nnx::make_mesh({nnx::world_size()}, {"data"});
+  CHECK(mesh->device() == nnx::default_device());
+  if (nnx::cuda_device_count() == 0 && std::getenv("NNX_DEVICE") == nullptr)
+    CHECK(mesh->device().is_cpu());
+  auto whole = torch::arange(4 * nnx::world_size(), torch::kFloat);
+  auto x = nnx::device_put(whole, {mesh, nnx::P("data")});
+  CHECK(x.local().device() == mesh->device());
+  CHECK(torch::equal(nnx::gather(x).cpu(), whole));
+}
+
+TEST_CASE("CUDA tensors take every collective on the engine chosen", "[ranks2][gpu]") {
+  if (nnx::cuda_device_count() == 0) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  auto world = nnx::Communicator::world();
+  const int n = world.size(), r = world.rank();
+  const auto cuda = c10::Device(c10::kCUDA, nnx::local_rank() % nnx::cuda_device_count());
+  auto mine = torch::arange(4 * n, torch::kFloat) + 100 * r;  // host reference
+  auto sum = torch::zeros({4 * n});
+  for (int k = 0; k < n; ++k) sum += torch::arange(4 * n, torch::kFloat) + 100 * k;
+  auto t = mine.to(cuda);
+  world.all_reduce_(t);
+  CHECK(t.is_cuda());
+  CHECK(torch::equal(t.cpu(), sum));
+  auto gathered = world.all_gather(mine.to(cuda), 0);
+  CHECK(gathered.is_cuda());
+  CHECK(gathered.size(0) == 4 * n * n);
+  auto scattered = world.reduce_scatter(mine.to(cuda), 0);
+  CHECK(torch::equal(scattered.cpu(), sum.chunk(n)[r]));
+  auto b = mine.to(cuda);
+  world.broadcast_(b, 0);
+  CHECK(torch::equal(b.cpu(), torch::arange(4 * n, torch::kFloat)));
+  auto async = mine.to(cuda);
+  world.all_reduce_async_(async).wait();
+  CHECK(torch::equal(async.cpu(), sum));
+  // all_to_all, permute and the async reduce_scatter equal the CPU engine's results.
+  auto grid = mine.view({n, 4});
+  CHECK(torch::equal(world.all_to_all(grid.to(cuda), 0, 1).cpu(), world.all_to_all(grid, 0, 1)));
+  std::vector<std::pair<int, int>> ring;
+  for (int k = 0; k < n; ++k) ring.emplace_back(k, (k + 1) % n);
+  CHECK(torch::equal(world.permute(mine.to(cuda), ring).cpu(), world.permute(mine, ring)));
+  auto stacked = mine.view({n, 4}).contiguous();
+  auto out_host = torch::empty({4}), out_cuda = torch::empty({4}, cuda);
+  world.reduce_scatter_async(stacked, out_host).wait();
+  world.reduce_scatter_async(stacked.to(cuda), out_cuda).wait();
+  CHECK(torch::equal(out_cuda.cpu(), out_host));
+}
+
+TEST_CASE("CUDA tensors go through NCCL unless ranks share a GPU or NNX_ENGINE says mpi") {
+  using nnx::detail::choose_engine;
+  using nnx::detail::Engine;
+  using nnx::detail::EngineSeat;
+  using S = nnx::detail::EngineSetting;
+  CHECK(nnx::detail::parse_engine_setting(nullptr) == S::automatic);
+  CHECK(nnx::detail::parse_engine_setting("") == S::automatic);
+  CHECK(nnx::detail::parse_engine_setting("nccl") == S::nccl);
+  CHECK(nnx::detail::parse_engine_setting("mpi") == S::mpi);
+  CHECK_THROWS_WITH(nnx::detail::parse_engine_setting("gloo"),
+                    Contains("NNX_ENGINE='gloo'") && Contains("use nccl or mpi"));
+
+  const std::vector<EngineSeat> own_gpus{{1, 10, S::automatic}, {1, 11, S::automatic},
+                                         {2, 10, S::automatic}};  // same bus id, other host
+  CHECK(choose_engine(own_gpus, true, "world") == Engine::nccl);
+  CHECK(choose_engine(own_gpus, false, "world") == Engine::mpi_staging);
+  const std::vector<EngineSeat> shared{{1, 10, S::automatic}, {1, 10, S::automatic}};
+  CHECK(choose_engine(shared, true, "world") == Engine::mpi_staging);
+  std::vector<EngineSeat> asked_mpi = own_gpus;
+  for (auto& seat : asked_mpi) seat.setting = S::mpi;
+  CHECK(choose_engine(asked_mpi, true, "world") == Engine::mpi_staging);
+
+  std::vector<EngineSeat> forced{{1, 10, S::nccl}, {1, 10, S::nccl}};
+  CHECK_THROWS_WITH(choose_engine(forced, true, "mesh(data)"),
+                    Contains("member 1 of 'mesh(data)' shares its GPU") &&
+                        Contains("NNX_ENGINE=mpi"));
+  forced[1].gpu = 11;
+  CHECK(choose_engine(forced, true, "world") == Engine::nccl);
+  CHECK_THROWS_WITH(choose_engine(forced, false, "world"), Contains("has no NCCL"));
+  forced[1].setting = S::mpi;
+  CHECK_THROWS_WITH(choose_engine(forced, true, "world"),
+                    Contains("member 1 has NNX_ENGINE=mpi") && Contains("alike on every rank"));
 }
