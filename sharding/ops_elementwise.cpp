@@ -5,6 +5,7 @@
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/redistribute.h>
 #include <nnx/sharding/detail/ops_common.h>
+#include <nnx/sharding/detail/plan_cache.h>
 
 #include <torch/torch.h>
 
@@ -51,12 +52,12 @@ Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* 
   if (all_replicated({&a0, &b0}))
     return replicated_result(fn(a0.local(), b0.local()), std::move(shape), mesh);
   Array a = on_mesh(a0, mesh), b = on_mesh(b0, mesh);
-  const OpPlan plan = plan_elementwise(op, layout_of(a), layout_of(b), linearity);
+  const SharedPlan plan = cached_plan(op, static_cast<int64_t>(linearity), {&a, &b}, [&] {
+    return plan_elementwise(op, layout_of(a), layout_of(b), linearity);
+  });
   auto label = RedistributeLabel::fallback(op);
-  Array la = relayout(a, plan.targets[0].dims, plan.targets[0].partial);
-  Array lb = relayout(b, plan.targets[1].dims, plan.targets[1].partial);
-  return make_result(fn(la.local(), lb.local()), std::move(shape), mesh, plan.output.dims,
-                     plan.output.partial);
+  Array la = planned_input(a, plan->plan, 0), lb = planned_input(b, plan->plan, 1);
+  return planned_result(fn(la.local(), lb.local()), mesh, plan->plan, plan->output_spec);
 }
 
 // A unary op; `linear` ones (x * c) keep pending sums, others resolve them first.

@@ -3,6 +3,7 @@
 #include <nnx/sharding/op_plan.h>
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/detail/ops_common.h>
+#include <nnx/sharding/detail/plan_cache.h>
 
 #include <torch/torch.h>
 
@@ -32,11 +33,12 @@ Array matmul(const Array& a0, const Array& b0) {
     return replicated_result(local, local.sizes().vec(), mesh);
   }
   Array a = on_mesh(a0, mesh), b = on_mesh(b0, mesh);
-  const OpPlan plan = plan_matmul(layout_of(a), layout_of(b));
-  Array la = relayout(a, plan.targets[0].dims, plan.targets[0].partial);
-  Array lb = relayout(b, plan.targets[1].dims, plan.targets[1].partial);
-  return make_result(torch::matmul(la.local(), lb.local()), plan.output.shape, mesh,
-                     plan.output.dims, plan.output.partial);
+  const SharedPlan plan = cached_plan("matmul", 0, {&a, &b}, [&] {
+    return plan_matmul(layout_of(a), layout_of(b));
+  });
+  Array la = planned_input(a, plan->plan, 0), lb = planned_input(b, plan->plan, 1);
+  return planned_result(torch::matmul(la.local(), lb.local()), mesh, plan->plan,
+                        plan->output_spec);
 }
 
 Array linear(const Array& x, const Array& weight, const std::optional<Array>& bias) {

@@ -4,6 +4,7 @@
 #include <nnx/sharding/op_plan.h>
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/detail/ops_common.h>
+#include <nnx/sharding/detail/plan_cache.h>
 
 #include <torch/torch.h>
 
@@ -32,8 +33,17 @@ Array sum(const Array& a, std::vector<int64_t> dims, bool keepdim) {
   at::Tensor local = dims.empty() ? a.local() : a.local().sum(dims, keepdim);
   if (!a.mesh()) return Array(local);
   if (all_replicated({&a})) return replicated_result(local, local.sizes().vec(), a.mesh());
-  const Layout out = plan_sum(layout_of(a), dims, keepdim).output;
-  return make_result(local, out.shape, a.mesh(), out.dims, out.partial);
+  // The plan's argument: a bit per summed dim, and keepdim.
+  int64_t argument = keepdim ? 1 : 0;
+  for (int64_t d : dims) argument |= int64_t{1} << (d + 1);
+  const SharedPlan plan = a.ndim() < 62 ? cached_plan("sum", argument, {&a}, [&] {
+    return plan_sum(layout_of(a), dims, keepdim);
+  }) : nullptr;
+  if (!plan) {
+    const Layout out = plan_sum(layout_of(a), dims, keepdim).output;
+    return make_result(local, out.shape, a.mesh(), out.dims, out.partial);
+  }
+  return planned_result(local, a.mesh(), plan->plan, plan->output_spec);
 }
 
 Array mean(const Array& a, std::vector<int64_t> dims, bool keepdim) {

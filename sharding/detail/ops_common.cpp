@@ -68,6 +68,17 @@ Array relayout(const Array& a, const DimAxes& dims, const Axes& partial,
   return redistribute(a, PartitionSpec(std::move(entries)), partial);
 }
 
+Array planned_result(at::Tensor local, const std::shared_ptr<const Mesh>& mesh,
+                     const OpPlan& plan, const PartitionSpec& output_spec) {
+  return Array::from_local(std::move(local), plan.output.shape, NamedSharding{mesh, output_spec},
+                           plan.output.partial);
+}
+
+Array planned_input(const Array& a, const OpPlan& plan, size_t i, std::source_location op) {
+  if (plan.steps[i].steps.empty()) return a;
+  return relayout(a, plan.targets[i].dims, plan.targets[i].partial, op);
+}
+
 Array resolved(const Array& a, std::source_location op) {
   if (a.partial_axes().empty()) return a;
   return relayout(a, dims_of(a), {}, op);

@@ -28,6 +28,12 @@ Layout layout_of(const Array& a);
 // `op` (the caller, by default) labels the redistribution in NNX_LOG_REDISTRIBUTE's log.
 Array relayout(const Array& a, const DimAxes& dims, const Axes& partial,
                std::source_location op = std::source_location::current());
+// The result of a planned op: `local` laid out as the plan's output.
+Array planned_result(at::Tensor local, const std::shared_ptr<const Mesh>& mesh,
+                     const OpPlan& plan, const PartitionSpec& output_spec);
+// Input `i` of `plan` laid out as the plan's target (as it is where the plan moves nothing).
+Array planned_input(const Array& a, const OpPlan& plan, size_t i,
+                    std::source_location op = std::source_location::current());
 // The same layout without pending sums (all_reduce where needed).
 Array resolved(const Array& a, std::source_location op = std::source_location::current());
 // `a` with dim d whole and no pending sums; gathering a sharded d counts a fallback.

@@ -1,9 +1,13 @@
-// Op rule tables and planners as data: no MPI, no tensors. Every layout pair on a 2x2 mesh plans
+// Op rule tables and planners as data: no MPI, no tensors (the plan cache's case aside). Every layout pair on a 2x2 mesh plans
 // to rows of the op's table, layouts that already fit a row cost nothing, and no plan receives
 // more than gathering both inputs whole would.
 #include <catch2/catch.hpp>
 
 #include <nnx/nnx.h>
+#include <nnx/sharding/detail/ops_common.h>
+#include <nnx/sharding/detail/plan_cache.h>
+
+#include <torch/torch.h>
 
 #include <map>
 
@@ -234,4 +238,35 @@ TEST_CASE("sum plans never communicate: summed axes become pending") {
         check_output_valid(p);
         CHECK(p.output.shape.size() == (keepdim ? 2 : 2 - dims.size()));
       }
+}
+
+TEST_CASE("ops take a remembered plan only for the same op, argument and layouts") {
+  using nnx::detail::cached_plan;
+  auto mesh = nnx::make_mesh({1}, {"x"});
+  auto t = torch::ones({4, 4});
+  auto rows = nnx::device_put(t, {mesh, P("x", none)});
+  auto cols = nnx::device_put(t, {mesh, P(none, "x")});
+  auto whole = nnx::device_put(t, {mesh, P()});
+  int made = 0;
+  auto plan_for = [&](const char* op, int64_t argument, const nnx::Array& a, const nnx::Array& b) {
+    return cached_plan(op, argument, {&a, &b}, [&] {
+      ++made;
+      return nnx::plan_matmul(nnx::detail::layout_of(a), nnx::detail::layout_of(b));
+    });
+  };
+  auto first = plan_for("matmul", 0, rows, whole);
+  CHECK(plan_for("matmul", 0, rows, whole) == first);
+  CHECK(made == 1);
+  auto other = plan_for("matmul", 0, cols, whole);
+  CHECK(made == 2);
+  CHECK(other->plan.output.partial == nnx::Axes{"x"});
+  CHECK(first->plan.output.partial.empty());
+  CHECK(first->output_spec == P("x", none));
+  plan_for("matmul", 1, rows, whole);   // another argument
+  plan_for("matmul2", 0, rows, whole);  // another op
+  plan_for("matmul", 0, whole, rows);   // the inputs swapped
+  CHECK(made == 5);
+  // A spec written out in full is the same layout as its short form.
+  auto rows_short = nnx::device_put(t, {mesh, P("x")});
+  CHECK(plan_for("matmul", 0, rows_short, whole) == first);
 }

@@ -56,6 +56,14 @@ int main(int argc, char** argv) {
                      },
                      [=] { return nnx::layer_norm(pa, pv, pv); },
                      [=] { return nnx::layer_norm(ma, mv, mv); }});
+    // Through the op planners: a split over 'x' is not replicated, even on a one-process axis.
+    auto sa = nnx::device_put(a, {mesh, nnx::P("x", nnx::none)});
+    cases.push_back({"matmul_planned", shape, [=] { return a.matmul(b); },
+                     [=] { return nnx::matmul(pa, pb); }, [=] { return nnx::matmul(sa, mb); }});
+    cases.push_back({"add_broadcast_planned", shape, [=] { return a + v; },
+                     [=] { return pa + pv; }, [=] { return sa + mv; }});
+    cases.push_back({"sum_dim0_planned", shape, [=] { return a.sum(0); },
+                     [=] { return nnx::sum(pa, {0}); }, [=] { return nnx::sum(sa, {0}); }});
   }
   for (const auto& c : cases) {
     double t_torch = nnx_bench::median_seconds(c.torch_call, reps);

@@ -1,0 +1,80 @@
+// The per-thread plan cache (see plan_cache.h).
+#include <nnx/sharding/detail/plan_cache.h>
+
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace nnx::detail {
+
+namespace {
+
+constexpr size_t kMaxPlans = 4096;  // beyond this the cache starts over
+
+struct Entry {
+  std::string op;
+  int64_t argument;
+  SharedPlan plan;
+};
+
+thread_local std::unordered_multimap<uint64_t, Entry> plans;
+
+uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull; }
+
+uint64_t mix_axes(uint64_t h, const Axes& axes) {
+  h = mix(h, axes.size());
+  for (const auto& axis : axes) h = mix(h, std::hash<std::string>{}(axis));
+  return h;
+}
+
+// Whether `a` is laid out as `layout` (a spec shorter than the shape leaves the rest whole).
+bool same_layout(const Layout& layout, const Array& a) {
+  if (layout.shape != a.shape() || layout.partial != a.partial_axes()) return false;
+  const auto& entries = a.spec().entries();
+  for (size_t d = 0; d < layout.dims.size(); ++d) {
+    const Axes& have = d < entries.size() ? entries[d].names() : Axes{};
+    if (have != layout.dims[d]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+uint64_t plan_key(std::string_view op, int64_t argument,
+                  std::initializer_list<const Array*> inputs) {
+  uint64_t h = mix(std::hash<std::string_view>{}(op), static_cast<uint64_t>(argument));
+  for (const Array* a : inputs) {
+    h = mix(h, a->shape().size());
+    for (int64_t n : a->shape()) h = mix(h, static_cast<uint64_t>(n));
+    const auto& entries = a->spec().entries();
+    for (size_t d = 0; d < a->shape().size(); ++d)
+      h = mix_axes(h, d < entries.size() ? entries[d].names() : Axes{});
+    h = mix_axes(h, a->partial_axes());
+  }
+  return h;
+}
+
+SharedPlan find_plan(uint64_t key, std::string_view op, int64_t argument,
+                     std::initializer_list<const Array*> inputs) {
+  auto [first, last] = plans.equal_range(key);
+  for (auto it = first; it != last; ++it) {
+    const Entry& e = it->second;
+    if (e.op != op || e.argument != argument || e.plan->plan.inputs.size() != inputs.size()) continue;
+    bool same = true;
+    size_t i = 0;
+    for (const Array* a : inputs) same = same && same_layout(e.plan->plan.inputs[i++], *a);
+    if (same) return e.plan;
+  }
+  return nullptr;
+}
+
+SharedPlan remember_plan(uint64_t key, std::string_view op, int64_t argument, OpPlan plan) {
+  if (plans.size() >= kMaxPlans) plans.clear();
+  PartitionSpec output_spec = plan.output.spec();
+  auto shared = std::make_shared<const PlannedOp>(PlannedOp{std::move(plan), std::move(output_spec)});
+  plans.emplace(key, Entry{std::string(op), argument, shared});
+  return shared;
+}
+
+}  // namespace nnx::detail
