@@ -32,6 +32,10 @@ class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(int64_t num_heads, int64_t in_features, Rngs& rngs,
                      AttentionOptions options = {});
+  // A temporary Rngs (Flax's rngs=nnx.Rngs(0)): its keys are drawn, then it is dropped.
+  MultiHeadAttention(int64_t num_heads, int64_t in_features, Rngs&& rngs,
+                     AttentionOptions options = {})
+      : MultiHeadAttention(num_heads, in_features, rngs, std::move(options)) {}
 
   // Self-attention of x [batch, length, in_features]; causal masks future positions.
   Array operator()(const Array& x, bool causal = false) const;

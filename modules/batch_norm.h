@@ -27,6 +27,9 @@ struct BatchNormOptions {
 class BatchNorm : public Module {
  public:
   BatchNorm(int64_t num_features, Rngs& rngs, BatchNormOptions options = {});
+  // A temporary Rngs (Flax's rngs=nnx.Rngs(0)): its keys are drawn, then it is dropped.
+  BatchNorm(int64_t num_features, Rngs&& rngs, BatchNormOptions options = {})
+      : BatchNorm(num_features, rngs, std::move(options)) {}
 
   // x [..., num_features]; statistics over every other dim. In training (and unless
   // use_running_average) it updates mean and var.

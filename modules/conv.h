@@ -27,6 +27,10 @@ class Conv : public Module {
  public:
   Conv(int64_t in_features, int64_t out_features, std::array<int64_t, 2> kernel_size, Rngs& rngs,
        ConvOptions options = {});
+  // A temporary Rngs (Flax's rngs=nnx.Rngs(0)): its keys are drawn, then it is dropped.
+  Conv(int64_t in_features, int64_t out_features, std::array<int64_t, 2> kernel_size, Rngs&& rngs,
+       ConvOptions options = {})
+      : Conv(in_features, out_features, kernel_size, rngs, std::move(options)) {}
 
   // x [batch, height, width, in_features] -> [batch, height', width', out_features].
   Array operator()(const Array& x) const;

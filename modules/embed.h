@@ -22,6 +22,9 @@ struct EmbedOptions {
 class Embed : public Module {
  public:
   Embed(int64_t num_embeddings, int64_t features, Rngs& rngs, EmbedOptions options = {});
+  // A temporary Rngs (Flax's rngs=nnx.Rngs(0)): its keys are drawn, then it is dropped.
+  Embed(int64_t num_embeddings, int64_t features, Rngs&& rngs, EmbedOptions options = {})
+      : Embed(num_embeddings, features, rngs, std::move(options)) {}
 
   // Rows of the table for integer ids [...] -> [..., features].
   Array operator()(const Array& ids) const;

@@ -24,6 +24,9 @@ struct LinearOptions {
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, Rngs& rngs, LinearOptions options = {});
+  // A temporary Rngs (Flax's rngs=nnx.Rngs(0)): its keys are drawn, then it is dropped.
+  Linear(int64_t in_features, int64_t out_features, Rngs&& rngs, LinearOptions options = {})
+      : Linear(in_features, out_features, rngs, std::move(options)) {}
 
   Array operator()(const Array& x) const;
 

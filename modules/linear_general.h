@@ -16,6 +16,11 @@ class LinearGeneral : public Module {
  public:
   LinearGeneral(Shape in_features, Shape out_features, Rngs& rngs,
                 LinearGeneralOptions options = {});
+  // A temporary Rngs (Flax's rngs=nnx.Rngs(0)): its keys are drawn, then it is dropped.
+  LinearGeneral(Shape in_features, Shape out_features, Rngs&& rngs,
+                LinearGeneralOptions options = {})
+      : LinearGeneral(std::move(in_features), std::move(out_features), rngs,
+                      std::move(options)) {}
   // x [..., in dims...] -> [..., out dims...].
   Array operator()(const Array& x) const;
 

@@ -24,6 +24,10 @@ class LoRA : public Module {
  public:
   LoRA(int64_t in_features, int64_t lora_rank, int64_t out_features, Rngs& rngs,
        LoRAOptions options = {});
+  // A temporary Rngs (Flax's rngs=nnx.Rngs(0)): its keys are drawn, then it is dropped.
+  LoRA(int64_t in_features, int64_t lora_rank, int64_t out_features, Rngs&& rngs,
+       LoRAOptions options = {})
+      : LoRA(in_features, lora_rank, out_features, rngs, std::move(options)) {}
   Array operator()(const Array& x) const;
 
   LoRAParam NNX_FIELD(lora_a);
@@ -35,6 +39,10 @@ class LoRALinear : public Linear {
  public:
   LoRALinear(int64_t in_features, int64_t out_features, int64_t lora_rank, Rngs& rngs,
              LinearOptions options = {}, LoRAOptions lora_options = {});
+  LoRALinear(int64_t in_features, int64_t out_features, int64_t lora_rank, Rngs&& rngs,
+             LinearOptions options = {}, LoRAOptions lora_options = {})
+      : LoRALinear(in_features, out_features, lora_rank, rngs, std::move(options),
+                   std::move(lora_options)) {}
   Array operator()(const Array& x) const;
 
   LoRA NNX_FIELD(lora);

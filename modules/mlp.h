@@ -30,6 +30,9 @@ class MLP : public Module {
  public:
   // features: input width, then each layer's output width (at least two entries).
   MLP(std::vector<int64_t> features, Rngs& rngs, MLPOptions options = {});
+  // A temporary Rngs (Flax's rngs=nnx.Rngs(0)): its keys are drawn, then it is dropped.
+  MLP(std::vector<int64_t> features, Rngs&& rngs, MLPOptions options = {})
+      : MLP(std::move(features), rngs, std::move(options)) {}
   Array operator()(const Array& x) const;
 
   std::vector<Linear> NNX_FIELD(layers);

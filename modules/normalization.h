@@ -24,6 +24,9 @@ struct NormOptions {
 class LayerNorm : public Module {
  public:
   LayerNorm(int64_t num_features, Rngs& rngs, NormOptions options = {});
+  // A temporary Rngs (Flax's rngs=nnx.Rngs(0)): its keys are drawn, then it is dropped.
+  LayerNorm(int64_t num_features, Rngs&& rngs, NormOptions options = {})
+      : LayerNorm(num_features, rngs, std::move(options)) {}
   Array operator()(const Array& x) const;
 
   std::optional<Param> NNX_FIELD(scale);
@@ -35,6 +38,9 @@ class LayerNorm : public Module {
 class RMSNorm : public Module {
  public:
   RMSNorm(int64_t num_features, Rngs& rngs, NormOptions options = {});
+  // A temporary Rngs (Flax's rngs=nnx.Rngs(0)): its keys are drawn, then it is dropped.
+  RMSNorm(int64_t num_features, Rngs&& rngs, NormOptions options = {})
+      : RMSNorm(num_features, rngs, std::move(options)) {}
   Array operator()(const Array& x) const;
 
   std::optional<Param> NNX_FIELD(scale);

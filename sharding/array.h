@@ -73,6 +73,9 @@ class Array {
   // The global index box of this process's block.
   Box local_box() const;
 
+  // x[i]: nnx::select(x, 0, i), dim 0 dropped (see ops.h; slices: nnx::slice).
+  Array operator[](int64_t index) const;
+
   // The same global array description over another local tensor.
   Array with_local(at::Tensor local) const;
   // The initializer an abstract array keeps (null when none).

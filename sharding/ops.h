@@ -8,6 +8,7 @@
 #include <nnx/core/random.h>
 
 #include <array>
+#include <limits>
 #include <optional>
 #include <source_location>
 #include <string>
@@ -61,6 +62,11 @@ Array reshape(const Array& a, Shape shape);
 Array flatten(const Array& a, int64_t start_dim = 0, int64_t end_dim = -1);
 Array transpose(const Array& a, int64_t dim0, int64_t dim1);
 Array concatenate(const std::vector<Array>& arrays, int64_t dim);
+// x[start:stop:step] along `dim` (Python's bounds: negatives count from the end, ends clamp),
+// and x[i] along `dim`, which drops it. A dim split over mesh axes is gathered first.
+Array slice(const Array& a, int64_t dim, int64_t start,
+            int64_t stop = std::numeric_limits<int64_t>::max(), int64_t step = 1);
+Array select(const Array& a, int64_t dim, int64_t index);
 
 // 2-d convolution of x [batch, h, w, in] with kernel [kh, kw, in, out] (Flax's NHWC/HWIO),
 // padding "SAME" (JAX's: low side gets the smaller half) or "VALID"; no bias.

@@ -105,6 +105,35 @@ TEST_CASE("Dropout forks its stream at construction and keys each call from it")
   CHECK(torch::equal(drop(x).local(), x.local()));
 }
 
+TEST_CASE("Dropout takes Flax's deterministic and rng_collection options") {
+  auto x = nnx::Array(torch::ones({4, 8}));
+  nnx::Rngs rngs(0, {{"other", 7}});
+  nnx::Dropout fixed(0.5, rngs, {.deterministic = true});
+  CHECK(torch::equal(fixed(x).local(), x.local()));  // training mode, yet the identity
+  nnx::Dropout drop(0.5, rngs, {.rng_collection = "other"});
+  // "other"'s first key: `fixed` forked "dropout", which this Rngs lacks, so it drew "default".
+  auto forked = jr::fold_in(jr::key(7), 0);
+  CHECK(drop.rngs.base_key() == forked);
+  CHECK(torch::equal(drop(x).local(), nnx::dropout(x, 0.5, jr::fold_in(forked, 0)).local()));
+}
+
+TEST_CASE("layers take a temporary Rngs, as Flax's rngs=nnx.Rngs(0)") {
+  nnx::Rngs rngs(0);
+  nnx::Linear from_named(2, 3, rngs);
+  nnx::Linear from_temporary(2, 3, nnx::Rngs(0));
+  CHECK(torch::equal(from_named.kernel.tensor(), from_temporary.kernel.tensor()));
+  nnx::Rngs embed_rngs(1);
+  CHECK(torch::equal(nnx::Embed(10, 4, nnx::Rngs(1)).embedding.tensor(),
+                     nnx::Embed(10, 4, embed_rngs).embedding.tensor()));
+  nnx::Rngs mlp_rngs(2);
+  nnx::MLP named_mlp({4, 8, 2}, mlp_rngs);
+  nnx::MLP temporary_mlp({4, 8, 2}, nnx::Rngs(2));
+  auto x = nnx::Array(torch::randn({3, 4}));
+  CHECK(torch::equal(named_mlp(x).local(), temporary_mlp(x).local()));
+  nnx::Dropout drop(0.1, nnx::Rngs(0, {{"dropout", 3}}), {.deterministic = true});
+  CHECK(drop.deterministic);
+}
+
 TEST_CASE("layer metadata options annotate the variables") {
   nnx::Rngs rngs(0);
   nnx::Linear layer(4, 8, rngs, {.kernel_metadata = {.out_sharding = nnx::P("embed", "mlp")},
