@@ -204,6 +204,11 @@ Array restore_one(const std::string& dir, const std::string& path, const Variabl
   NNX_CHECK(covered == box.numel(), "{}: the chunks cover {} of the {} elements this rank needs",
             what, covered, box.numel());
   if (wanted != saved) local = local.to(wanted);
+  // Only this rank's block travels to the device: the mesh's, else a concrete target's own.
+  const at::Device device = mesh                  ? mesh->device()
+                            : target.is_abstract() ? at::Device(at::kCPU)
+                                                   : target.local().device();
+  if (!device.is_cpu()) local = local.to(device);
   if (!mesh) return Array(local);
   return Array::from_local(local, target.shape(), {mesh, spec});
 }

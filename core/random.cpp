@@ -2,6 +2,8 @@
 // its global linear index, so a block is computed without the rest of the array.
 #include <nnx/core/error.h>
 #include <nnx/core/random.h>
+#include <nnx/core/detail/random_tensor.h>
+#include <nnx/core/detail/xla_f32_constants.h>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -163,13 +165,34 @@ at::Tensor raw_bits(const Key& key, const Shape& shape, const std::optional<Box>
   });
   return out;
 }
+
+namespace ops = nnx::detail::random_ops;
+
+// The float32 uniforms max(lo, u * span + lo) of `box`, computed on `device` with tensor ops.
+at::Tensor uniform_on(at::Device device, const Key& key, const Shape& shape, const Box& box,
+                      float lo, float span) {
+  return ops::uniform_from_units(ops::unit_float(ops::bits32_block(key, shape, box, device)), lo,
+                                 span);
+}
+
+at::Tensor cast(const at::Tensor& samples, at::ScalarType dtype) {
+  return dtype == at::kFloat ? samples : samples.to(dtype);
+}
+
+thread_local std::optional<at::Device> current_sampling_device;
+
 }  // namespace
 
-at::Tensor bits(const Key& key, const Shape& shape, const std::optional<Box>& block) {
+at::Tensor bits(const Key& key, const Shape& shape, const std::optional<Box>& block,
+                std::optional<at::Device> device) {
+  if (device) return ops::bits32_block(key, shape, resolve_block(shape, block, "bits"), *device);
   return raw_bits(key, shape, block, "bits", bits32_at);
 }
 
-at::Tensor bits64(const Key& key, const Shape& shape, const std::optional<Box>& block) {
+at::Tensor bits64(const Key& key, const Shape& shape, const std::optional<Box>& block,
+                  std::optional<at::Device> device) {
+  if (device)
+    return ops::bits64_block(key, shape, resolve_block(shape, block, "bits64"), *device);
   return raw_bits(key, shape, block, "bits64", bits64_at);
 }
 
@@ -179,6 +202,8 @@ at::Tensor uniform(const Key& key, const Shape& shape, double minval, double max
   const Box box = resolve_block(shape, options.block, "uniform");
   const float lo = static_cast<float>(minval);
   const float span = static_cast<float>(maxval) - lo;
+  if (options.device)
+    return cast(uniform_on(*options.device, key, shape, box, lo, span), options.dtype);
   return sample_block(shape, box, options.dtype,
                       [&](uint64_t i) { return uniform_at(key, i, lo, span); });
 }
@@ -188,6 +213,10 @@ at::Tensor normal(const Key& key, const Shape& shape, const Sample& options) {
   const Box box = resolve_block(shape, options.block, "normal");
   const float lo = std::nextafter(-1.0f, 0.0f);
   const float span = 1.0f - lo;
+  if (options.device) {
+    at::Tensor u = uniform_on(*options.device, key, shape, box, lo, span);
+    return cast(ops::erf_inv_f32(u).mul_(kSqrt2), options.dtype);
+  }
   return sample_block(shape, box, options.dtype, [&](uint64_t i) {
     return kSqrt2 * detail::erf_inv_f32(uniform_at(key, i, lo, span));
   });
@@ -205,6 +234,10 @@ at::Tensor truncated_normal(const Key& key, double lower, double upper, const Sh
   // Clip into the open interval: rounding may land on (or past) a bound.
   const float clip_lo = std::nextafter(lo_f, std::numeric_limits<float>::infinity());
   const float clip_hi = std::nextafter(hi_f, -std::numeric_limits<float>::infinity());
+  if (options.device) {
+    at::Tensor u = uniform_on(*options.device, key, shape, box, a, span);
+    return cast(ops::erf_inv_f32(u).mul_(kSqrt2).clamp_(clip_lo, clip_hi), options.dtype);
+  }
   return sample_block(shape, box, options.dtype, [&](uint64_t i) {
     const float v = kSqrt2 * detail::erf_inv_f32(uniform_at(key, i, a, span));
     return std::min(std::max(v, clip_lo), clip_hi);
@@ -212,10 +245,11 @@ at::Tensor truncated_normal(const Key& key, double lower, double upper, const Sh
 }
 
 at::Tensor bernoulli(const Key& key, double p, const Shape& shape,
-                     const std::optional<Box>& block) {
+                     const std::optional<Box>& block, std::optional<at::Device> device) {
   NNX_CHECK(p >= 0 && p <= 1, "p = {} is not a probability; pass p in [0, 1]", p);
   const Box box = resolve_block(shape, block, "bernoulli");
   const float p_f = static_cast<float>(p);
+  if (device) return ops::unit_float(ops::bits32_block(key, shape, box, *device)).lt(p_f);
   at::Tensor out = empty_block(box, at::kBool);
   bool* data = out.data_ptr<bool>();
   for_each_element(shape, box, [&](int64_t offset, uint64_t index) {
@@ -223,6 +257,15 @@ at::Tensor bernoulli(const Key& key, double p, const Shape& shape,
   });
   return out;
 }
+
+std::optional<at::Device> sampling_device() { return current_sampling_device; }
+
+SamplingDeviceScope::SamplingDeviceScope(std::optional<at::Device> device)
+    : previous_(current_sampling_device) {
+  current_sampling_device = device;
+}
+
+SamplingDeviceScope::~SamplingDeviceScope() { current_sampling_device = previous_; }
 
 }  // namespace nnx::random
 
@@ -249,70 +292,56 @@ float erf_f32(float x) {
 }
 
 float log_f32(float x) {
+  using namespace xla_f32;
   if (std::isnan(x) || x < 0) return std::numeric_limits<float>::quiet_NaN();
   if (x == 0) return -std::numeric_limits<float>::infinity();
   if (std::isinf(x)) return x;
   // x = m * 2^e with m in [sqrt(1/2), sqrt(2)); log(x) = log1p(m - 1) + e * ln 2, the log1p by
-  // Cephes' degree-8 polynomial in three interleaved parts, ln 2 split in two (hi exact).
-  static constexpr float kP[9] = {7.0376836292e-2f,  -1.1514610310e-1f, 1.1676998740e-1f,
-                                  -1.2420140846e-1f, 1.4249322787e-1f,  -1.6668057665e-1f,
-                                  2.0000714765e-1f,  -2.4999993993e-1f, 3.3333331174e-1f};
-  constexpr float kLn2Lo = -2.12194440e-4f, kLn2Hi = 0.693359375f;
+  // a degree-8 polynomial in three interleaved parts, ln 2 split in two (hi exact).
+  const float* p = kLogPoly;
   int exponent = 0;
   float m = std::frexp(std::max(x, std::numeric_limits<float>::min()), &exponent);  // [0.5, 1)
   float e = static_cast<float>(exponent);
-  const bool low = m < 0.707106781186547524f;
+  const bool low = m < kSqrtHalf;
   float r = m - 1.0f;
   if (low) {
     e -= 1.0f;
     r += m;
   }
   const float r2 = r * r, r3 = r2 * r;
-  float y0 = std::fma(kP[0], r, kP[1]), y1 = std::fma(kP[3], r, kP[4]);
-  float y2 = std::fma(kP[6], r, kP[7]);
-  y0 = std::fma(y0, r, kP[2]);
-  y1 = std::fma(y1, r, kP[5]);
-  y2 = std::fma(y2, r, kP[8]);
+  float y0 = std::fma(p[0], r, p[1]), y1 = std::fma(p[3], r, p[4]);
+  float y2 = std::fma(p[6], r, p[7]);
+  y0 = std::fma(y0, r, p[2]);
+  y1 = std::fma(y1, r, p[5]);
+  y2 = std::fma(y2, r, p[8]);
   float y = std::fma(std::fma(y0, r3, y1), r3, y2);
   y = std::fma(y, r3, e * kLn2Lo);  // XLA fuses this product into the sum
   return ((r - r2 * 0.5f) + y) + e * kLn2Hi;
 }
 
 float log1p_f32(float x) {
-  // Near 0 (|x| < sqrt(2) - 1): x - x^2/2 + x^3 P(x)/Q(x), Cephes' rational function, Horner
-  // with fused multiply-adds; elsewhere log(1 + x).
-  static constexpr float kNum[7] = {4.5270000862445199635215e-5f, 4.9854102823193375972212e-1f,
-                                    6.5787325942061044846969e0f,  2.9911919328553073277375e1f,
-                                    6.0949667980987787057556e1f,  5.7112963590585538103336e1f,
-                                    2.0039553499201281259648e1f};
-  static constexpr float kDen[7] = {1.0f,
-                                    1.5062909083469192043167e1f,  8.3047565967967209469434e1f,
-                                    2.2176239823732856465394e2f,  3.0909872225312059774938e2f,
-                                    2.1642788614495947685003e2f,  6.0118660497603843919306e1f};
-  if (!(std::fabs(x) < 0.41421356237309504880f)) return log_f32(1.0f + x);
-  float num = kNum[0], den = kDen[0];
+  using namespace xla_f32;
+  // Near 0 (|x| < sqrt(2) - 1): x - x^2/2 + x^3 P(x)/Q(x), Horner with fused multiply-adds;
+  // elsewhere log(1 + x).
+  if (!(std::fabs(x) < kLog1pNear)) return log_f32(1.0f + x);
+  float num = kLog1pNum[0], den = kLog1pDen[0];
   for (int i = 1; i < 7; ++i) {
-    num = std::fma(num, x, kNum[i]);
-    den = std::fma(den, x, kDen[i]);
+    num = std::fma(num, x, kLog1pNum[i]);
+    den = std::fma(den, x, kLog1pDen[i]);
   }
   const float x2 = x * x;
   return x + (-0.5f * x2 + (x * x2) * (num / den));
 }
 
 float erf_inv_f32(float x) {
+  using namespace xla_f32;
   // Giles, "Approximating the erfinv function": a polynomial in w - 2.5 where
-  // w = -log(1 - x^2) < 5, else in sqrt(w) - 3; coefficients highest power first.
-  static constexpr float kCentral[9] = {2.81022636e-08f,  3.43273939e-07f, -3.5233877e-06f,
-                                        -4.39150654e-06f, 0.00021858087f,  -0.00125372503f,
-                                        -0.00417768164f,  0.246640727f,    1.50140941f};
-  static constexpr float kTail[9] = {-0.000200214257f, 0.000100950558f, 0.00134934322f,
-                                     -0.00367342844f,  0.00573950773f,  -0.0076224613f,
-                                     0.00943887047f,   1.00167406f,     2.83297682f};
+  // w = -log(1 - x^2) < 5, else in sqrt(w) - 3.
   if (std::fabs(x) == 1.0f) return x * std::numeric_limits<float>::infinity();
   const float w = -log1p_f32(-x * x);  // XLA's log1p, not libm's: they differ in the last bit
   const bool central = w < 5.0f;
   const float t = central ? w - 2.5f : std::sqrt(w) - 3.0f;
-  const float* c = central ? kCentral : kTail;
+  const float* c = central ? kErfInvCentral : kErfInvTail;
   float p = c[0];
   for (int i = 1; i < 9; ++i) p = std::fma(p, t, c[i]);  // fused, as XLA
   return p * x;

@@ -5,6 +5,7 @@
 #include <nnx/core/shape.h>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
 #include <array>
@@ -48,18 +49,23 @@ uint32_t bits32_at(const Key& key, uint64_t index);
 uint64_t bits64_at(const Key& key, uint64_t index);
 
 // Every sampler takes the global shape and an optional block (default: the whole array) and
-// returns that block only, equal to the same slice of the whole array.
+// returns that block only, equal to the same slice of the whole array. Given a device, the
+// block is computed there with tensor ops, bitwise equal to the host computation; without one,
+// on the host (a threaded scalar loop).
 
 // jax.random.bits (32-bit) as an at::kLong tensor holding the uint32 values.
-at::Tensor bits(const Key& key, const Shape& shape, const std::optional<Box>& block = {});
+at::Tensor bits(const Key& key, const Shape& shape, const std::optional<Box>& block = {},
+                std::optional<at::Device> device = {});
 // 64-bit bits, their pattern stored in an at::kLong tensor (two's complement).
-at::Tensor bits64(const Key& key, const Shape& shape, const std::optional<Box>& block = {});
+at::Tensor bits64(const Key& key, const Shape& shape, const std::optional<Box>& block = {},
+                  std::optional<at::Device> device = {});
 
 // Options of the floating samplers. Values are computed with JAX's float32 algorithms; other
 // floating dtypes are computed in float32 and cast (so not bitwise JAX for those dtypes).
 struct Sample {
   at::ScalarType dtype = at::kFloat;
   std::optional<Box> block;
+  std::optional<at::Device> device;  // default: the host
 };
 
 // jax.random.uniform: values in [minval, maxval), bitwise JAX in float32.
@@ -72,7 +78,22 @@ at::Tensor truncated_normal(const Key& key, double lower, double upper, const Sh
                             const Sample& options = {});
 // jax.random.bernoulli: a bool tensor, true where uniform float32 < float32(p).
 at::Tensor bernoulli(const Key& key, double p, const Shape& shape,
-                     const std::optional<Box>& block = {});
+                     const std::optional<Box>& block = {},
+                     std::optional<at::Device> device = {});
+
+// The device initializers sample on (sharded initialization sets it to the mesh's accelerator
+// while it computes blocks); unset by default: the host. Per thread.
+std::optional<at::Device> sampling_device();
+class SamplingDeviceScope {
+ public:
+  explicit SamplingDeviceScope(std::optional<at::Device> device);
+  ~SamplingDeviceScope();
+  SamplingDeviceScope(const SamplingDeviceScope&) = delete;
+  SamplingDeviceScope& operator=(const SamplingDeviceScope&) = delete;
+
+ private:
+  std::optional<at::Device> previous_;
+};
 
 }  // namespace nnx::random
 

@@ -13,13 +13,14 @@ namespace {
 
 // The float32 block `samples` times s (a float32 product, as JAX), cast to dtype.
 at::Tensor scaled(at::Tensor samples, float s, at::ScalarType dtype) {
-  float* data = samples.data_ptr<float>();
-  const int64_t n = samples.numel();
-  for (int64_t i = 0; i < n; ++i) data[i] = data[i] * s;
+  samples.mul_(s);  // a float32 tensor times a float32 value: float32 products
   return dtype == at::kFloat ? samples : samples.to(dtype);
 }
 
-random::Sample float_block(const Box& block) { return {.dtype = at::kFloat, .block = block}; }
+// float32 samples of `block`, on the device sharded initialization samples on (if any).
+random::Sample float_block(const Box& block) {
+  return {.dtype = at::kFloat, .block = block, .device = random::sampling_device()};
+}
 
 // An initializer with only `fn` set (no metadata).
 Initializer from_fn(Initializer::Fn fn) {
@@ -32,7 +33,9 @@ Initializer filled(double value, const char* who) {
   return from_fn([value, who](const random::Key&, const Shape& shape, at::ScalarType dtype,
                               const Box& block) {
     check_box_inside(block, shape, who);
-    return at::full(block.size, value, at::TensorOptions().dtype(dtype));
+    return at::full(block.size, value,
+                    at::TensorOptions().dtype(dtype).device(
+                        random::sampling_device().value_or(at::kCPU)));
   });
 }
 

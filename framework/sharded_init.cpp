@@ -1,5 +1,6 @@
 // Computing each process's blocks of lazily initialized variables.
 #include <nnx/core/error.h>
+#include <nnx/core/random.h>
 #include <nnx/framework/graph.h>
 #include <nnx/sharding/redistribute.h>
 #include <nnx/framework/sharded_init.h>
@@ -21,6 +22,11 @@ Array compute_block(const LazyArray& init, const std::shared_ptr<const Mesh>& me
     return Array(full.to(init.dtype));
   }
   Box box = block_of(init.shape, spec, *mesh, mesh->coordinates());
+  // On an accelerator the block is sampled there (bitwise the host's values); initializers
+  // that ignore the sampling device are moved after.
+  std::optional<at::Device> device;
+  if (!mesh->device().is_cpu()) device = mesh->device();
+  random::SamplingDeviceScope sampling(device);
   at::Tensor local = init.block(box);
   NNX_CHECK(local.sizes().vec() == box.size,
             "the initializer of {} returned shape {} for its block {}", what,

@@ -95,7 +95,10 @@ Array dropout(const Array& x, double rate, const random::Key& key) {
   if (rate == 0) return x;
   if (rate == 1) return mul(x, 0.0);
   const double keep = 1 - rate;
-  at::Tensor mask = random::bernoulli(key, keep, x.shape(), x.local_box());
+  const at::Device device = x.local().device();
+  at::Tensor mask = random::bernoulli(key, keep, x.shape(), x.local_box(),
+                                      device.is_cpu() ? std::nullopt
+                                                      : std::optional<at::Device>(device));
   return x.with_local(x.local() * mask.to(x.local().dtype()) / keep);
 }
 

@@ -2,6 +2,7 @@
 // same slice of the whole array for every initializer.
 #include <nnx/core/error.h>
 #include <nnx/framework/initializers.h>
+#include <nnx/sharding/device.h>
 
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>
@@ -99,6 +100,27 @@ TEST_CASE("every initializer's block equals the same slice of the whole array") 
         const at::Tensor block = initializer.fn(k, c.shape, at::kFloat, box);
         REQUIRE(block.sizes() == at::IntArrayRef(box.size));
         CHECK(at::equal(block, slice_of(whole, box)));
+      }
+    }
+  }
+}
+
+TEST_CASE("every initializer samples on the sampling device, bitwise the host's values", "[gpu]") {
+  std::vector<at::Device> devices{at::kCPU};
+  if (cuda_device_count() > 0) devices.emplace_back(at::kCUDA, 0);
+  const auto k = random::key(23);
+  for (const at::Device device : devices) {
+    for (const auto& [name, initializer] : all_initializers()) {
+      for (const auto& c : shape_cases()) {
+        for (const auto& box : c.boxes) {
+          INFO(name << " on " << device << ", shape " << to_string(c.shape) << " block start "
+                    << to_string(box.start));
+          const at::Tensor host = initializer.fn(k, c.shape, at::kFloat, box);
+          random::SamplingDeviceScope sampling(device);
+          const at::Tensor there = initializer.fn(k, c.shape, at::kFloat, box);
+          CHECK(there.device() == device);
+          CHECK(at::equal(there.cpu(), host));
+        }
       }
     }
   }

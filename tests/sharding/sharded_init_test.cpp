@@ -173,3 +173,27 @@ TEST_CASE("a value placed before eval_shape keeps its blocks and materializes to
   CHECK(torch::equal(nnx::gather(model.kernel.value()), whole));
   CHECK(torch::equal(model.kernel.value().local(), whole.narrow(1, 2 * nnx::world_rank(), 2)));
 }
+
+TEST_CASE("on a GPU mesh, materialize samples each block there, bitwise the host's values",
+          "[gpu]") {
+  if (nnx::cuda_device_count() == 0) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  nnx::Rngs ref_rngs(0);
+  Tower reference(ref_rngs);
+  const c10::Device before = nnx::default_device();
+  nnx::set_default_device(c10::Device(c10::kCUDA, 0));
+  auto mesh = nnx::make_mesh({1}, {"model"});
+  nnx::set_default_device(before);
+  REQUIRE(mesh->device().is_cuda());
+  nnx::LogicalAxisRules rules({{"vocab", "model"}, {"embed", nnx::none}, {"mlp", "model"}});
+  nnx::Rngs rngs(0);
+  auto model = nnx::eval_shape([&] { return Tower(rngs); });
+  nnx::materialize(model, mesh);
+  for (const auto& [path, v] : nnx::state(model)) {
+    INFO(path);
+    CHECK(v.value().local().is_cuda());
+    CHECK(torch::equal(v.value().local().cpu(), nnx::state(reference)[path].tensor()));
+  }
+}
