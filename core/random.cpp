@@ -181,18 +181,39 @@ at::Tensor cast(const at::Tensor& samples, at::ScalarType dtype) {
 
 thread_local std::optional<at::Device> current_sampling_device;
 
+// A device block sampled a slab of leading rows at a time, so that the tensor path's temporaries
+// (a few int64 and float64 tensors per element) stay near 2^21 elements, whatever the block.
+template <class Sample>
+at::Tensor in_slabs(const Box& box, at::ScalarType dtype, at::Device device, Sample&& sample) {
+  constexpr int64_t kSlabElements = int64_t{1} << 21;
+  if (box.size.empty() || box.numel() <= kSlabElements) return sample(box);
+  const int64_t row = box.numel() / box.size[0];
+  const int64_t rows = std::max<int64_t>(1, kSlabElements / row);
+  at::Tensor out = at::empty(box.size, at::TensorOptions().dtype(dtype).device(device));
+  for (int64_t r = 0; r < box.size[0]; r += rows) {
+    Box slab = box;
+    slab.start[0] += r;
+    slab.size[0] = std::min(rows, box.size[0] - r);
+    out.narrow(0, r, slab.size[0]).copy_(sample(slab));
+  }
+  return out;
+}
+
 }  // namespace
 
 at::Tensor bits(const Key& key, const Shape& shape, const std::optional<Box>& block,
                 std::optional<at::Device> device) {
-  if (device) return ops::bits32_block(key, shape, resolve_block(shape, block, "bits"), *device);
+  if (device)
+    return in_slabs(resolve_block(shape, block, "bits"), at::kLong, *device,
+                    [&](const Box& b) { return ops::bits32_block(key, shape, b, *device); });
   return raw_bits(key, shape, block, "bits", bits32_at);
 }
 
 at::Tensor bits64(const Key& key, const Shape& shape, const std::optional<Box>& block,
                   std::optional<at::Device> device) {
   if (device)
-    return ops::bits64_block(key, shape, resolve_block(shape, block, "bits64"), *device);
+    return in_slabs(resolve_block(shape, block, "bits64"), at::kLong, *device,
+                    [&](const Box& b) { return ops::bits64_block(key, shape, b, *device); });
   return raw_bits(key, shape, block, "bits64", bits64_at);
 }
 
@@ -203,7 +224,9 @@ at::Tensor uniform(const Key& key, const Shape& shape, double minval, double max
   const float lo = static_cast<float>(minval);
   const float span = static_cast<float>(maxval) - lo;
   if (options.device)
-    return cast(uniform_on(*options.device, key, shape, box, lo, span), options.dtype);
+    return in_slabs(box, options.dtype, *options.device, [&](const Box& b) {
+      return cast(uniform_on(*options.device, key, shape, b, lo, span), options.dtype);
+    });
   return sample_block(shape, box, options.dtype,
                       [&](uint64_t i) { return uniform_at(key, i, lo, span); });
 }
@@ -213,10 +236,11 @@ at::Tensor normal(const Key& key, const Shape& shape, const Sample& options) {
   const Box box = resolve_block(shape, options.block, "normal");
   const float lo = std::nextafter(-1.0f, 0.0f);
   const float span = 1.0f - lo;
-  if (options.device) {
-    at::Tensor u = uniform_on(*options.device, key, shape, box, lo, span);
-    return cast(ops::erf_inv_f32(u).mul_(kSqrt2), options.dtype);
-  }
+  if (options.device)
+    return in_slabs(box, options.dtype, *options.device, [&](const Box& b) {
+      at::Tensor u = uniform_on(*options.device, key, shape, b, lo, span);
+      return cast(ops::erf_inv_f32(u).mul_(kSqrt2), options.dtype);
+    });
   return sample_block(shape, box, options.dtype, [&](uint64_t i) {
     return kSqrt2 * detail::erf_inv_f32(uniform_at(key, i, lo, span));
   });
@@ -234,10 +258,11 @@ at::Tensor truncated_normal(const Key& key, double lower, double upper, const Sh
   // Clip into the open interval: rounding may land on (or past) a bound.
   const float clip_lo = std::nextafter(lo_f, std::numeric_limits<float>::infinity());
   const float clip_hi = std::nextafter(hi_f, -std::numeric_limits<float>::infinity());
-  if (options.device) {
-    at::Tensor u = uniform_on(*options.device, key, shape, box, a, span);
-    return cast(ops::erf_inv_f32(u).mul_(kSqrt2).clamp_(clip_lo, clip_hi), options.dtype);
-  }
+  if (options.device)
+    return in_slabs(box, options.dtype, *options.device, [&](const Box& b) {
+      at::Tensor u = uniform_on(*options.device, key, shape, b, a, span);
+      return cast(ops::erf_inv_f32(u).mul_(kSqrt2).clamp_(clip_lo, clip_hi), options.dtype);
+    });
   return sample_block(shape, box, options.dtype, [&](uint64_t i) {
     const float v = kSqrt2 * detail::erf_inv_f32(uniform_at(key, i, a, span));
     return std::min(std::max(v, clip_lo), clip_hi);
@@ -249,7 +274,10 @@ at::Tensor bernoulli(const Key& key, double p, const Shape& shape,
   NNX_CHECK(p >= 0 && p <= 1, "p = {} is not a probability; pass p in [0, 1]", p);
   const Box box = resolve_block(shape, block, "bernoulli");
   const float p_f = static_cast<float>(p);
-  if (device) return ops::unit_float(ops::bits32_block(key, shape, box, *device)).lt(p_f);
+  if (device)
+    return in_slabs(box, at::kBool, *device, [&](const Box& b) {
+      return ops::unit_float(ops::bits32_block(key, shape, b, *device)).lt(p_f);
+    });
   at::Tensor out = empty_block(box, at::kBool);
   bool* data = out.data_ptr<bool>();
   for_each_element(shape, box, [&](int64_t offset, uint64_t index) {

@@ -61,7 +61,7 @@ Initializer as_matrix(Initializer init, size_t in_dims) {
     }
     at::Tensor values = inner(key, flat, dtype, cover);
     for (size_t g = 0; g < picks.size(); ++g)
-      values = values.index_select(static_cast<int64_t>(g), picks[g]);
+      values = values.index_select(static_cast<int64_t>(g), picks[g].to(values.device()));
     return values.reshape(block.size);
   };
   return init;

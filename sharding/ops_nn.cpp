@@ -146,13 +146,21 @@ Array dot_product_attention(const Array& q0, const Array& k0, const Array& v0, b
     v = relayout(v, dims, {});
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.shape()[3]));
-  at::Tensor scores = torch::matmul(q.local(), k.local().transpose(-2, -1)) * scale;
-  if (causal) {
-    auto s_q = scores.size(-2), s_k = scores.size(-1);
-    auto mask = torch::ones({s_q, s_k}, torch::kBool).triu(1);
-    scores = scores.masked_fill(mask, -std::numeric_limits<double>::infinity());
+  at::Tensor out;
+  if (q.local().is_cuda()) {
+    // On a GPU, LibTorch's fused kernels (flash or memory-efficient attention): the same
+    // softmax(q k^T * scale) v within float tolerance, without the [seq, seq] scores in memory.
+    out = at::scaled_dot_product_attention(q.local(), k.local(), v.local(), {}, 0.0, causal,
+                                           scale);
+  } else {
+    at::Tensor scores = torch::matmul(q.local(), k.local().transpose(-2, -1)) * scale;
+    if (causal) {
+      auto s_q = scores.size(-2), s_k = scores.size(-1);
+      auto mask = torch::ones({s_q, s_k}, scores.options().dtype(torch::kBool)).triu(1);
+      scores = scores.masked_fill(mask, -std::numeric_limits<double>::infinity());
+    }
+    out = torch::matmul(scores.softmax(-1), v.local());
   }
-  at::Tensor out = torch::matmul(scores.softmax(-1), v.local());
   Shape shape{q.shape()[0], q.shape()[1], q.shape()[2], v.shape()[3]};
   return make_result(out, shape, mesh, dims, {});
 }

@@ -35,12 +35,13 @@ struct BlockCase {
   Box box;
 };
 
-// A small whole array, a block with offsets, and a block whose linear indices pass 2^32 (so the
-// counter's high word is non-zero).
+// A small whole array, a block with offsets, a block whose linear indices pass 2^32 (so the
+// counter's high word is non-zero), and a block sampled in several slabs of rows.
 std::vector<BlockCase> block_cases() {
   return {{{5, 7}, Box::whole({5, 7})},
           {{40, 30, 20}, {{3, 5, 7}, {20, 10, 9}}},
-          {{1 << 20, 1 << 13}, {{600000, 100}, {8, 64}}}};
+          {{1 << 20, 1 << 13}, {{600000, 100}, {8, 64}}},
+          {{2600, 1000}, {{10, 1}, {2590, 999}}}};
 }
 
 float as_float(uint32_t bits) {

@@ -69,6 +69,7 @@ std::vector<std::pair<std::string, Initializer>> all_initializers() {
       {"he_uniform", init::he_uniform()},
       {"xavier_uniform", init::xavier_uniform()},
       {"kaiming_normal", init::kaiming_normal({.in_axis = {0}, .out_axis = {1}})},
+      {"as_matrix lecun_normal", as_matrix(init::lecun_normal(), 1)},
   };
 }
 

@@ -1,11 +1,16 @@
-// Peak resident memory of sharded initialization: a stack of Linear layers with about
-// `gib` GiB of float32 kernels, column-sharded over every rank, built under a MeshContext.
+// Peak memory of sharded initialization: a stack of Linear layers with about `gib` GiB of
+// float32 kernels, column-sharded over every rank, built under a MeshContext.
 // Run: mpirun -np 8 bench_sharded_init [gib=4] [layers=16]. Prints one JSON line per rank:
-// its parameter share, peak RSS before and after creation, and the seconds it took.
+// its parameter share, peak RSS before and after creation, and the seconds it took; on a GPU
+// mesh also the device's peak allocated bytes over that share.
 #include <nnx/nnx.h>
 
 #include <fmt/format.h>
 #include <sys/resource.h>
+
+#ifdef NNX_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #include <chrono>
 #include <cmath>
@@ -18,6 +23,17 @@ double peak_rss_gib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / (1 << 20);  // ru_maxrss is in KiB on Linux
+}
+
+// Peak bytes the caching allocator handed out on `device` in this process (0 off CUDA).
+double peak_device_gib(c10::Device device) {
+#ifdef NNX_WITH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    return static_cast<double>(stats.allocated_bytes[0].peak) / (1LL << 30);  // 0: all pools
+  }
+#endif
+  return 0;
 }
 
 struct Stack : nnx::Module {
@@ -56,11 +72,14 @@ int main(int argc, char** argv) {
   const double total_gib = static_cast<double>(params.nbytes()) / (1LL << 30);
   const double share_gib = static_cast<double>(local_bytes) / (1LL << 30);
   const double after = peak_rss_gib();
+  const double device_gib = peak_device_gib(mesh->device());
   fmt::print(
       "{{\"bench\": \"sharded_init\", \"rank\": {}, \"ranks\": {}, \"layers\": {}, \"width\": {}, "
       "\"params_gib\": {:.3f}, \"local_share_gib\": {:.3f}, \"peak_rss_before_gib\": {:.3f}, "
-      "\"peak_rss_after_gib\": {:.3f}, \"peak_rss_over_share\": {:.3f}, \"seconds\": {:.2f}}}\n",
+      "\"peak_rss_after_gib\": {:.3f}, \"peak_rss_over_share\": {:.3f}, \"device\": \"{}\", "
+      "\"peak_device_gib\": {:.3f}, \"peak_device_over_share\": {:.3f}, \"seconds\": {:.2f}}}\n",
       world.rank(), ranks, layers, width, total_gib, share_gib, before, after,
-      (after - before) / share_gib, seconds);
+      (after - before) / share_gib, mesh->device().str(), device_gib, device_gib / share_gib,
+      seconds);
   return 0;
 }

@@ -4,7 +4,9 @@
 # nnx against that python3's LibTorch, and runs the suites with CUDA tensors:
 #   - the [gpu] cases and the single-process suite on the GPU (NNX_DEVICE=cuda);
 #   - the 2- and 4-rank suites sharing the GPU, through the MPI engine's host staging;
-#   - the whole CTest suite on the CPU of that machine (NNX_DEVICE=cpu), as a baseline.
+#   - the whole CTest suite on the CPU of that machine (NNX_DEVICE=cpu), as a baseline;
+#   - the seed guide's losses on the GPU against the CPU, the peak GPU memory of sharded init,
+#     and the GPU benchmarks (nnx, plain LibTorch, Flax NNX under jit) into benchmarks.jsonl.
 # Logs go to OUT_DIR (default $OUT, else /tmp/nnx-gpu); the script goes on after a failing
 # step and exits non-zero if any failed.
 # usage: tools/gpu/build-and-test.sh [DEBS_DIR] [OUT_DIR]
@@ -60,6 +62,24 @@ step ranks2_cuda_mpi env NNX_DEVICE=cuda NNX_CHECK_COLLECTIVES=1 \
 step ranks4_cuda_mpi env NNX_DEVICE=cuda NNX_CHECK_COLLECTIVES=1 \
   mpirun -np 4 --oversubscribe "$tests" "[ranks4]"
 step ctest_cpu env NNX_DEVICE=cpu ctest --test-dir "$build" --output-on-failure -E fuzz_parsers
+
+# The seed guide's losses on the GPU (1 rank; 2 ranks sharing it) against the CPU run.
+values=$build/tests/flax_peer_values
+step guide_cpu env NNX_DEVICE=cpu "$values" dot_relu_dot 1 1 "$out/guide_cpu.json"
+step guide_cuda env NNX_DEVICE=cuda "$values" dot_relu_dot 1 1 "$out/guide_cuda.json"
+step guide_cuda_2ranks env NNX_DEVICE=cuda mpirun -np 2 --oversubscribe \
+  "$values" dot_relu_dot 1 2 "$out/guide_cuda_2ranks.json"
+step guide_compare python3 "$root/tools/gpu/compare_losses.py" "$out/guide_cpu.json" \
+  "$out/guide_cuda.json" "$out/guide_cuda_2ranks.json"
+# Sharded init larger than one rank's share: peak GPU memory per rank against its share.
+step sharded_init_memory env NNX_DEVICE=cuda mpirun -np 2 --oversubscribe \
+  "$build/tools/bench/bench_sharded_init" 8 16
+# GPU benchmarks, side by side: nnx and plain LibTorch in one process, then Flax NNX (jit).
+for workload in dot_relu_dot gpt; do
+  step "bench_$workload" env NNX_DEVICE=cuda "$build/tools/bench/bench_device_train" "$workload" 20
+  step "flax_$workload" python3 "$root/tools/bench/peers/flax_device.py" "$workload" --steps 20
+done
+grep -h '"bench"' "$out"/bench_*.log "$out"/flax_*.log > "$out/benchmarks.jsonl" 2>/dev/null
 
 echo "logs in $out"
 if [ ${#failed[@]} -gt 0 ]; then
