@@ -181,21 +181,35 @@ at::Tensor cast(const at::Tensor& samples, at::ScalarType dtype) {
 
 thread_local std::optional<at::Device> current_sampling_device;
 
-// A device block sampled a slab of leading rows at a time, so that the tensor path's temporaries
-// (a few int64 and float64 tensors per element) stay near 2^21 elements, whatever the block.
+constexpr int64_t kSlabElements = int64_t{1} << 21;
+
+// Fills `out` (the values of `box`) slab by slab along `dim`, the dims before it of size 1 here;
+// a single index of `dim` still too large is split along the next dim.
+template <class Sample>
+void fill_slabs(const at::Tensor& out, const Box& box, size_t dim, Sample& sample) {
+  if (box.numel() <= kSlabElements || dim >= box.size.size()) {
+    out.copy_(sample(box));
+    return;
+  }
+  int64_t inner = 1;
+  for (size_t d = dim + 1; d < box.size.size(); ++d) inner *= box.size[d];
+  const int64_t step = std::max<int64_t>(1, kSlabElements / inner);
+  const auto along = static_cast<int64_t>(dim);
+  for (int64_t r = 0; r < box.size[dim]; r += step) {
+    Box slab = box;
+    slab.start[dim] += r;
+    slab.size[dim] = std::min(step, box.size[dim] - r);
+    fill_slabs(out.narrow(along, r, slab.size[dim]), slab, dim + 1, sample);
+  }
+}
+
+// A device block sampled a slab at a time, so that the tensor path's temporaries (a few int64
+// and float64 tensors per element) stay near 2^21 elements, whatever the block's shape.
 template <class Sample>
 at::Tensor in_slabs(const Box& box, at::ScalarType dtype, at::Device device, Sample&& sample) {
-  constexpr int64_t kSlabElements = int64_t{1} << 21;
-  if (box.size.empty() || box.numel() <= kSlabElements) return sample(box);
-  const int64_t row = box.numel() / box.size[0];
-  const int64_t rows = std::max<int64_t>(1, kSlabElements / row);
+  if (box.numel() <= kSlabElements) return sample(box);
   at::Tensor out = at::empty(box.size, at::TensorOptions().dtype(dtype).device(device));
-  for (int64_t r = 0; r < box.size[0]; r += rows) {
-    Box slab = box;
-    slab.start[0] += r;
-    slab.size[0] = std::min(rows, box.size[0] - r);
-    out.narrow(0, r, slab.size[0]).copy_(sample(slab));
-  }
+  fill_slabs(out, box, 0, sample);
   return out;
 }
 
@@ -205,7 +219,9 @@ at::Tensor bits(const Key& key, const Shape& shape, const std::optional<Box>& bl
                 std::optional<at::Device> device) {
   if (device)
     return in_slabs(resolve_block(shape, block, "bits"), at::kLong, *device,
-                    [&](const Box& b) { return ops::bits32_block(key, shape, b, *device); });
+                    [&](const Box& slab) {
+                      return ops::bits32_block(key, shape, slab, *device);
+                    });
   return raw_bits(key, shape, block, "bits", bits32_at);
 }
 
@@ -213,7 +229,9 @@ at::Tensor bits64(const Key& key, const Shape& shape, const std::optional<Box>& 
                   std::optional<at::Device> device) {
   if (device)
     return in_slabs(resolve_block(shape, block, "bits64"), at::kLong, *device,
-                    [&](const Box& b) { return ops::bits64_block(key, shape, b, *device); });
+                    [&](const Box& slab) {
+                      return ops::bits64_block(key, shape, slab, *device);
+                    });
   return raw_bits(key, shape, block, "bits64", bits64_at);
 }
 
@@ -224,8 +242,8 @@ at::Tensor uniform(const Key& key, const Shape& shape, double minval, double max
   const float lo = static_cast<float>(minval);
   const float span = static_cast<float>(maxval) - lo;
   if (options.device)
-    return in_slabs(box, options.dtype, *options.device, [&](const Box& b) {
-      return cast(uniform_on(*options.device, key, shape, b, lo, span), options.dtype);
+    return in_slabs(box, options.dtype, *options.device, [&](const Box& slab) {
+      return cast(uniform_on(*options.device, key, shape, slab, lo, span), options.dtype);
     });
   return sample_block(shape, box, options.dtype,
                       [&](uint64_t i) { return uniform_at(key, i, lo, span); });
@@ -237,8 +255,8 @@ at::Tensor normal(const Key& key, const Shape& shape, const Sample& options) {
   const float lo = std::nextafter(-1.0f, 0.0f);
   const float span = 1.0f - lo;
   if (options.device)
-    return in_slabs(box, options.dtype, *options.device, [&](const Box& b) {
-      at::Tensor u = uniform_on(*options.device, key, shape, b, lo, span);
+    return in_slabs(box, options.dtype, *options.device, [&](const Box& slab) {
+      at::Tensor u = uniform_on(*options.device, key, shape, slab, lo, span);
       return cast(ops::erf_inv_f32(u).mul_(kSqrt2), options.dtype);
     });
   return sample_block(shape, box, options.dtype, [&](uint64_t i) {
@@ -259,8 +277,8 @@ at::Tensor truncated_normal(const Key& key, double lower, double upper, const Sh
   const float clip_lo = std::nextafter(lo_f, std::numeric_limits<float>::infinity());
   const float clip_hi = std::nextafter(hi_f, -std::numeric_limits<float>::infinity());
   if (options.device)
-    return in_slabs(box, options.dtype, *options.device, [&](const Box& b) {
-      at::Tensor u = uniform_on(*options.device, key, shape, b, a, span);
+    return in_slabs(box, options.dtype, *options.device, [&](const Box& slab) {
+      at::Tensor u = uniform_on(*options.device, key, shape, slab, a, span);
       return cast(ops::erf_inv_f32(u).mul_(kSqrt2).clamp_(clip_lo, clip_hi), options.dtype);
     });
   return sample_block(shape, box, options.dtype, [&](uint64_t i) {
@@ -275,8 +293,8 @@ at::Tensor bernoulli(const Key& key, double p, const Shape& shape,
   const Box box = resolve_block(shape, block, "bernoulli");
   const float p_f = static_cast<float>(p);
   if (device)
-    return in_slabs(box, at::kBool, *device, [&](const Box& b) {
-      return ops::unit_float(ops::bits32_block(key, shape, b, *device)).lt(p_f);
+    return in_slabs(box, at::kBool, *device, [&](const Box& slab) {
+      return ops::unit_float(ops::bits32_block(key, shape, slab, *device)).lt(p_f);
     });
   at::Tensor out = empty_block(box, at::kBool);
   bool* data = out.data_ptr<bool>();

@@ -12,7 +12,9 @@ namespace nnx {
 
 struct Initializer {
   // Returns the values of `block` of the array of global `shape`: equal to that slice of the
-  // whole array, whatever the block (this is what sharded initialization relies on).
+  // whole array, whatever the block (this is what sharded initialization relies on). On a GPU
+  // mesh the built-in initializers return device tensors (random::sampling_device()): wrap them
+  // with tensor ops, not data_ptr loops.
   using Fn = std::function<at::Tensor(const random::Key& key, const Shape& shape,
                                       at::ScalarType dtype, const Box& block)>;
   Fn fn;

@@ -131,7 +131,9 @@ at::Tensor fma_f32(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c
 }
 
 at::Tensor uniform_from_units(const at::Tensor& units, float lo, float span) {
-  return fma_scalars(units, span, lo).clamp_min_(lo);
+  // std::max(lo, v) exactly: lo unless lo < v (so -0 stays -0, and NaN gives lo).
+  const at::Tensor v = fma_scalars(units, span, lo);
+  return at::where(v.gt(lo), v, full_float(lo, v));
 }
 
 at::Tensor log_f32(const at::Tensor& x) {

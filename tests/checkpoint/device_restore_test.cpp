@@ -1,6 +1,7 @@
 // Checkpoints of GPU arrays: saving stages each block to the host, and a restore reads only
 // this rank's block and puts it on the target's device (a GPU mesh's, or a GPU array's own).
 #include "checkpoint_test_util.h"
+#include "../sharding/sharding_test_util.h"
 
 namespace ckpt = nnx::checkpoint;
 
@@ -36,10 +37,10 @@ TEST_CASE("GPU arrays save and restore onto GPU targets with the same values", "
     CHECK(torch::equal(v.value().local().cpu(), host_state()[path].tensor()));
   }
   // Abstract targets restored onto a GPU mesh land on the mesh's device.
-  const c10::Device before = nnx::default_device();
-  nnx::set_default_device(gpu);
-  auto mesh = nnx::make_mesh({1}, {"x"});
-  nnx::set_default_device(before);
+  auto mesh = [&] {
+    nnx_test::DefaultDeviceScope on_gpu(gpu);
+    return nnx::make_mesh({1}, {"x"});
+  }();
   nnx::State abstract;
   for (const auto& [path, v] : host_state())
     abstract.add(path, nnx::Param(nnx::Array::abstract(v.value().shape(), v.value().dtype())));

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -44,6 +45,16 @@ std::vector<BlockCase> block_cases() {
           {{2600, 1000}, {{10, 1}, {2590, 999}}}};
 }
 
+// A block one of whose leading rows alone is past the slab size (split along the next dim).
+BlockCase wide_rows_case() { return {{3, 2200, 1000}, {{1, 0, 0}, {2, 2200, 1000}}}; }
+
+// Bytes of a float.
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
 float as_float(uint32_t bits) {
   float f;
   std::memcpy(&f, &bits, sizeof f);
@@ -61,6 +72,11 @@ TEST_CASE("bits and bits64 on a device equal the host's", "[gpu]") {
       CHECK(same_bits(random::bits64(k, c.shape, c.box, device),
                       random::bits64(k, c.shape, c.box)));
     }
+    const BlockCase wide = wide_rows_case();
+    CHECK(same_bits(random::bits(k, wide.shape, wide.box, device),
+                    random::bits(k, wide.shape, wide.box)));
+    CHECK(same_bits(random::uniform(k, wide.shape, 0, 1, {.block = wide.box, .device = device}),
+                    random::uniform(k, wide.shape, 0, 1, {.block = wide.box})));
   }
 }
 
@@ -75,6 +91,8 @@ TEST_CASE("float samplers on a device equal the host's bit for bit", "[gpu]") {
                       random::uniform(k, c.shape, 0, 1, host)));
       CHECK(same_bits(random::uniform(k, c.shape, -0.3, 2.7, there),
                       random::uniform(k, c.shape, -0.3, 2.7, host)));
+      CHECK(same_bits(random::uniform(k, c.shape, -0.0, 0.0, there),  // all -0, as the host
+                      random::uniform(k, c.shape, -0.0, 0.0, host)));
       CHECK(same_bits(random::normal(k, c.shape, there), random::normal(k, c.shape, host)));
       CHECK(same_bits(random::truncated_normal(k, -2, 2, c.shape, there),
                       random::truncated_normal(k, -2, 2, c.shape, host)));
@@ -131,6 +149,9 @@ TEST_CASE("the tensor fma rounds once, where float64 arithmetic alone rounds twi
     want[i] = std::fma(av[i], bv[i], cv[i]);
   }
   av[n] = a, bv[n] = b, cv[n] = c, want[n] = exact;
+  // Negated, the exact value lies just above a midpoint: the other rounding direction.
+  av.push_back(-a), bv.push_back(b), cv.push_back(-c), want.push_back(std::fma(-a, b, -c));
+  REQUIRE(want.back() != static_cast<float>(-static_cast<double>(a) * b - c));
   auto tensor = [](std::vector<float>& v) {
     return at::from_blob(v.data(), {static_cast<int64_t>(v.size())}, at::kFloat).clone();
   };
@@ -157,6 +178,62 @@ TEST_CASE("the tensor square root is correctly rounded", "[gpu]") {
   for (const at::Device device : devices_under_test()) {
     INFO("device " << device);
     CHECK(same_bits(ops::sqrt_f32(x.to(device)), expected));
+  }
+}
+
+TEST_CASE("log1p and erf_inv as tensor ops equal the host's at their branch points", "[gpu]") {
+  namespace ops = nnx::detail::random_ops;
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> erf_inputs{0.0f, -0.0f, 1.0f, -1.0f, 0.5f, -0.25f, 1e-30f, -1e-38f};
+  // Around w = -log1p(-x^2) = 5, where erf_inv changes polynomials.
+  const float x5 = static_cast<float>(std::sqrt(1 - std::exp(-5.0)));
+  float below = x5, above = x5;
+  for (int i = 0; i < 8; ++i) {
+    erf_inputs.insert(erf_inputs.end(), {below, -below, above = std::nextafter(above, 1.0f)});
+    below = std::nextafter(below, 0.0f);
+  }
+  erf_inputs.push_back(std::nextafter(1.0f, 0.0f));
+  erf_inputs.push_back(std::nextafter(-1.0f, 0.0f));
+  std::vector<float> log1p_inputs{0.0f, -0.0f, 1e-30f, -0.5f, 3.0f, 1e30f, inf, -1.0f, -2.0f};
+  for (float edge : {0.41421356237309504880f, -0.41421356237309504880f}) {
+    float x = edge;
+    for (int i = 0; i < 4; ++i) log1p_inputs.push_back(x = std::nextafter(x, 0.0f));
+    x = edge;
+    for (int i = 0; i < 4; ++i) log1p_inputs.push_back(x = std::nextafter(x, 2 * edge));
+  }
+  auto tensor = [](const std::vector<float>& v) {
+    return at::tensor(at::ArrayRef<float>(v), at::kFloat);
+  };
+  auto host = [](const std::vector<float>& v, float (*f)(float)) {
+    std::vector<float> out;
+    for (float x : v) out.push_back(f(x));
+    return at::tensor(at::ArrayRef<float>(out), at::kFloat);
+  };
+  for (const at::Device device : devices_under_test()) {
+    INFO("device " << device);
+    const at::Tensor erf_got = ops::erf_inv_f32(tensor(erf_inputs).to(device)).cpu();
+    const at::Tensor erf_want = host(erf_inputs, nnx::detail::erf_inv_f32);
+    for (size_t i = 0; i < erf_inputs.size(); ++i) {
+      INFO("erf_inv(" << erf_inputs[i] << ")");
+      CHECK(bits_of(erf_got[i].item<float>()) == bits_of(erf_want[i].item<float>()));
+    }
+    const at::Tensor log_got = ops::log1p_f32(tensor(log1p_inputs).to(device)).cpu();
+    const at::Tensor log_want = host(log1p_inputs, nnx::detail::log1p_f32);
+    for (size_t i = 0; i < log1p_inputs.size(); ++i) {
+      INFO("log1p(" << log1p_inputs[i] << ")");
+      const float got = log_got[i].item<float>(), want = log_want[i].item<float>();
+      CHECK((bits_of(got) == bits_of(want) || (std::isnan(got) && std::isnan(want))));
+    }
+  }
+}
+
+TEST_CASE("truncated_normal with a saturated bound matches the host", "[gpu]") {
+  const auto k = random::key(8);
+  const Shape shape{50000};
+  for (const at::Device device : devices_under_test()) {
+    INFO("device " << device);
+    CHECK(same_bits(random::truncated_normal(k, -8, 0.5, shape, {.device = device}),
+                    random::truncated_normal(k, -8, 0.5, shape)));
   }
 }
 

@@ -69,6 +69,48 @@ TEST_CASE("a CUDA tensor round-trips through an Array", "[gpu]") {
   CHECK(torch::equal(nnx::relu(a - 5).local().cpu(), (host - 5).relu()));
 }
 
+TEST_CASE("attention on CUDA (fused kernels) equals the CPU's, causal or not, any lengths",
+          "[gpu]") {
+  if (nnx::cuda_device_count() == 0) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  torch::manual_seed(3);
+  for (auto [q_len, kv_len] : {std::pair{5, 9}, std::pair{9, 5}, std::pair{16, 16}}) {
+    for (bool causal : {false, true}) {
+      INFO("q length " << q_len << ", k/v length " << kv_len << (causal ? ", causal" : ""));
+      const auto q = torch::randn({2, 4, q_len, 64}), k = torch::randn({2, 4, kv_len, 64}),
+                 v = torch::randn({2, 4, kv_len, 64});
+      auto run = [&](torch::Device device) {
+        auto qd = q.to(device).requires_grad_(), kd = k.to(device).requires_grad_(),
+             vd = v.to(device).requires_grad_();
+        auto out = nnx::dot_product_attention(nnx::Array(qd), nnx::Array(kd), nnx::Array(vd),
+                                              causal).local();
+        (out * out).sum().backward();
+        return std::vector<torch::Tensor>{out.detach().cpu(), qd.grad().cpu(), kd.grad().cpu(),
+                                          vd.grad().cpu()};
+      };
+      const auto host = run(torch::kCPU), gpu = run(torch::Device(torch::kCUDA, 0));
+      for (size_t i = 0; i < host.size(); ++i)
+        CHECK(torch::allclose(gpu[i], host[i], 1e-4, 1e-5));
+    }
+  }
+}
+
+TEST_CASE("dropout on a CUDA array drops the same elements as on the CPU", "[gpu]") {
+  if (nnx::cuda_device_count() == 0) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  const auto x = torch::rand({64, 33}) + 1;
+  const auto key = nnx::random::key(4);
+  const auto host = nnx::dropout(nnx::Array(x), 0.3, key).local();
+  const auto gpu = nnx::dropout(nnx::Array(x.to(torch::kCUDA)), 0.3, key).local();
+  CHECK(gpu.is_cuda());
+  CHECK(torch::equal(gpu.cpu().eq(0), host.eq(0)));
+  CHECK(torch::allclose(gpu.cpu(), host));
+}
+
 TEST_CASE("intra-op threads default to the cores divided by the ranks on this machine") {
   ScopedEnv no_nnx("NNX_NUM_THREADS", std::nullopt), no_omp("OMP_NUM_THREADS", std::nullopt);
   {

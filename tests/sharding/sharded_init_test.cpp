@@ -182,10 +182,10 @@ TEST_CASE("on a GPU mesh, materialize samples each block there, bitwise the host
   }
   nnx::Rngs ref_rngs(0);
   Tower reference(ref_rngs);
-  const c10::Device before = nnx::default_device();
-  nnx::set_default_device(c10::Device(c10::kCUDA, 0));
-  auto mesh = nnx::make_mesh({1}, {"model"});
-  nnx::set_default_device(before);
+  auto mesh = [] {
+    nnx_test::DefaultDeviceScope on_gpu(c10::Device(c10::kCUDA, 0));
+    return nnx::make_mesh({1}, {"model"});
+  }();
   REQUIRE(mesh->device().is_cuda());
   nnx::LogicalAxisRules rules({{"vocab", "model"}, {"embed", nnx::none}, {"mlp", "model"}});
   nnx::Rngs rngs(0);

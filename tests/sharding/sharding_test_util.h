@@ -72,4 +72,19 @@ class CheckingMode {
   bool before_;
 };
 
+// Meshes made while this lives take `device`; the previous default comes back after, even when
+// a check throws.
+class DefaultDeviceScope {
+ public:
+  explicit DefaultDeviceScope(c10::Device device) : before_(nnx::default_device()) {
+    nnx::set_default_device(device);
+  }
+  ~DefaultDeviceScope() { nnx::set_default_device(before_); }
+  DefaultDeviceScope(const DefaultDeviceScope&) = delete;
+  DefaultDeviceScope& operator=(const DefaultDeviceScope&) = delete;
+
+ private:
+  c10::Device before_;
+};
+
 }  // namespace nnx_test

@@ -169,20 +169,23 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   NNX_CHECK(argc >= 2, "usage: bench_device_train dot_relu_dot|gpt [steps=20] [key=value ...]");
   const std::string workload = argv[1];
   NNX_CHECK(workload == "dot_relu_dot" || workload == "gpt",
             "unknown workload '{}'; pass dot_relu_dot or gpt", workload);
-  const int steps = argc > 2 ? std::stoi(argv[2]) : 20;
+  int first_size = 2, steps = 20;
+  if (argc > 2 && std::string(argv[2]).find('=') == std::string::npos) {
+    steps = std::stoi(argv[2]);
+    first_size = 3;
+  }
+  NNX_CHECK(steps >= 1, "steps must be at least 1, got {}", steps);
   std::map<std::string, int64_t> size =
       workload == "gpt"
           ? std::map<std::string, int64_t>{{"d_model", 768}, {"heads", 12}, {"seq", 1024},
                                            {"batch", 8}, {"blocks", 4}}
           : std::map<std::string, int64_t>{{"depth", 8192}, {"batch", 512}};
-  for (int i = 3; i < argc; ++i) {
+  for (int i = first_size; i < argc; ++i) {
     const std::string arg = argv[i];
     const auto eq = arg.find('=');
     NNX_CHECK(eq != std::string::npos && size.count(arg.substr(0, eq)),
@@ -219,4 +222,15 @@ int main(int argc, char** argv) {
              "\"step\": {:.3f}}}\n",
              workload, median(nnx_ms) / median(torch_ms));
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "bench_device_train: {}\n", e.what());
+    return 1;
+  }
 }

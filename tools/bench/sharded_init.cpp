@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <torch/cuda.h>
 
 #ifdef NNX_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
   nnx::MeshContext on(mesh);
   nnx::Rngs rngs(0);
   Stack model(layers, width, rngs);
+  if (mesh->device().is_cuda()) torch::cuda::synchronize();
   world.barrier();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto params = nnx::state(model);

@@ -75,11 +75,18 @@ step guide_compare python3 "$root/tools/gpu/compare_losses.py" "$out/guide_cpu.j
 step sharded_init_memory env NNX_DEVICE=cuda mpirun -np 2 --oversubscribe \
   "$build/tools/bench/bench_sharded_init" 8 16
 # GPU benchmarks, side by side: nnx and plain LibTorch in one process, then Flax NNX (jit).
+with_flax=true
+python3 -c 'import jax, flax, optax' 2>/dev/null || {
+  with_flax=false
+  echo "== flax_*: skipped, python3 has no jax/flax/optax (pip install 'jax[cuda12]' flax optax)"
+}
 for workload in dot_relu_dot gpt; do
   step "bench_$workload" env NNX_DEVICE=cuda "$build/tools/bench/bench_device_train" "$workload" 20
-  step "flax_$workload" python3 "$root/tools/bench/peers/flax_device.py" "$workload" --steps 20
+  $with_flax && step "flax_$workload" python3 "$root/tools/bench/peers/flax_device.py" \
+    "$workload" --steps 20
 done
-grep -h '"bench"' "$out"/bench_*.log "$out"/flax_*.log > "$out/benchmarks.jsonl" 2>/dev/null
+grep -h '"bench"' "$out"/bench_*.log "$out"/flax_*.log "$out"/sharded_init_memory.log \
+  > "$out/benchmarks.jsonl" 2>/dev/null
 
 echo "logs in $out"
 if [ ${#failed[@]} -gt 0 ]; then

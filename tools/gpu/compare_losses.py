@@ -4,6 +4,7 @@ the first: every loss must agree at relative 1e-5. Prints each run's worst relat
 exits 1 if any run is off.
 usage: compare_losses.py REFERENCE.json RUN.json [RUN.json ...]"""
 import json
+import math
 import sys
 
 
@@ -12,7 +13,9 @@ def main(reference, *runs):
     ok = True
     for run in runs:
         got = json.load(open(run))["losses"]
-        worst = max(abs(g - w) / abs(w) for g, w in zip(got, want)) if len(got) == len(want) else float("inf")
+        finite = all(math.isfinite(v) and v != 0 for v in got + want)
+        worst = (max(abs(g - w) / abs(w) for g, w in zip(got, want))
+                 if finite and len(got) == len(want) else float("inf"))
         print(f"{run}: {len(got)} losses, worst relative difference {worst:.2e}")
         ok &= worst <= 1e-5
     print("reference", reference, want)

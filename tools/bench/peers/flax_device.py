@@ -3,9 +3,11 @@ workloads of bench_device_train, same sizes, same loss, Adam:
   dot_relu_dot  x @ W1 -> relu -> @ W2, MSE (defaults: depth 8192, batch 512)
   gpt           pre-LayerNorm blocks, causal self-attention and a GELU MLP of 4 * d, MSE against a
                 random target (defaults: d_model 768, 12 heads, seq 1024, batch 8, 4 blocks)
+Matmuls run in full float32 (jax_default_matmul_precision=float32), as LibTorch's do by default,
+rather than JAX's TF32 default on GPUs. Refuses to run off a GPU unless --allow-cpu.
 Prints one JSON line: median ms per step after 3 compiled warm-up steps.
 
-Usage: flax_device.py WORKLOAD [--steps S] [key=value ...]   (the keys of bench_device_train)
+Usage: flax_device.py WORKLOAD [--steps S] [--allow-cpu] [key=value ...]   (bench_device_train's keys)
 """
 import argparse
 import json
@@ -26,6 +28,7 @@ def parse():
     parser = argparse.ArgumentParser()
     parser.add_argument("workload", choices=sorted(DEFAULTS))
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--allow-cpu", action="store_true", help="run on JAX's CPU backend too")
     parser.add_argument("sizes", nargs="*", help="key=value")
     args = parser.parse_intermixed_args()
     size = dict(DEFAULTS[args.workload])
@@ -73,6 +76,11 @@ class Stack(nnx.Module):
 
 def main():
     args, size = parse()
+    jax.config.update("jax_default_matmul_precision", "float32")
+    if jax.default_backend() != "gpu" and not args.allow_cpu:
+        print(f"flax_device.py: JAX runs on '{jax.default_backend()}', not a GPU; install jax "
+              "with CUDA, or pass --allow-cpu", file=sys.stderr)
+        return 1
     keys = jax.random.split(jax.random.key(1), 2)
     if args.workload == "dot_relu_dot":
         model = DotReluDot(size["depth"], nnx.Rngs(0))
@@ -99,7 +107,8 @@ def main():
         jax.block_until_ready(train_step(model, optimizer, x, y))
         times.append(time.perf_counter() - t0)
     line = {"bench": "device_train", "workload": args.workload, "system": "flax_nnx_jit",
-            "device": str(jax.devices()[0]), "steps": args.steps, **size,
+            "device": str(jax.devices()[0]), "matmul_precision": "float32",
+            "steps": args.steps, **size,
             "step_ms": round(statistics.median(times) * 1e3, 3)}
     print(json.dumps(line), flush=True)
 
