@@ -213,26 +213,27 @@ at::Tensor in_slabs(const Box& box, at::ScalarType dtype, at::Device device, Sam
   return out;
 }
 
+
+// Raw bits on `device` (tensor ops, slab by slab) or on the host (bits_at per element).
+template <class DeviceBits, class BitsAt>
+at::Tensor bits_on(const Key& key, const Shape& shape, const std::optional<Box>& block,
+                   std::optional<at::Device> device, const char* who, DeviceBits device_bits,
+                   BitsAt bits_at) {
+  if (!device) return raw_bits(key, shape, block, who, bits_at);
+  return in_slabs(resolve_block(shape, block, who), at::kLong, *device,
+                  [&](const Box& slab) { return device_bits(key, shape, slab, *device); });
+}
+
 }  // namespace
 
 at::Tensor bits(const Key& key, const Shape& shape, const std::optional<Box>& block,
                 std::optional<at::Device> device) {
-  if (device)
-    return in_slabs(resolve_block(shape, block, "bits"), at::kLong, *device,
-                    [&](const Box& slab) {
-                      return ops::bits32_block(key, shape, slab, *device);
-                    });
-  return raw_bits(key, shape, block, "bits", bits32_at);
+  return bits_on(key, shape, block, device, "bits", ops::bits32_block, bits32_at);
 }
 
 at::Tensor bits64(const Key& key, const Shape& shape, const std::optional<Box>& block,
                   std::optional<at::Device> device) {
-  if (device)
-    return in_slabs(resolve_block(shape, block, "bits64"), at::kLong, *device,
-                    [&](const Box& slab) {
-                      return ops::bits64_block(key, shape, slab, *device);
-                    });
-  return raw_bits(key, shape, block, "bits64", bits64_at);
+  return bits_on(key, shape, block, device, "bits64", ops::bits64_block, bits64_at);
 }
 
 at::Tensor uniform(const Key& key, const Shape& shape, double minval, double maxval,

@@ -33,7 +33,6 @@ Array slice(const Array& a, int64_t dim, int64_t start, int64_t stop, int64_t st
   stop = std::max(bound(stop), start);
   Array x = with_whole_dim(a, dim);
   at::Tensor local = x.local().slice(dim, start, stop, step);
-  if (!x.mesh()) return Array(local);
   Shape shape = x.shape();
   shape[dim] = local.size(dim);
   return make_result(local, shape, x.mesh(), dims_of(x), x.partial_axes());
@@ -46,7 +45,6 @@ Array select(const Array& a, int64_t dim, int64_t index) {
             index, dim, shape_str(a), n);
   Array x = with_whole_dim(a, dim);
   at::Tensor local = x.local().select(dim, index < 0 ? index + n : index);
-  if (!x.mesh()) return Array(local);
   Shape shape = x.shape();
   shape.erase(shape.begin() + dim);
   auto dims = dims_of(x);
