@@ -46,3 +46,12 @@ if(Torch_VERSION VERSION_LESS 2.0)
                       "nnx supports LibTorch 2.x (tools/install-deps.sh installs it).")
 endif()
 message(STATUS "nnx: LibTorch ${Torch_VERSION} from ${nnx_torch_prefix}")
+
+# ATen's parallel_for is inline OpenMP: the sources that call it are built with OpenMP and link
+# the runtime LibTorch loads (the wheel ships its own libgomp), so that one runtime serves both.
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+find_library(NNX_OPENMP_RUNTIME NAMES libgomp.so.1 gomp PATHS ${TORCH_INSTALL_PREFIX}/lib
+             NO_DEFAULT_PATH)
+if(NOT NNX_OPENMP_RUNTIME)
+  set(NNX_OPENMP_RUNTIME ${OpenMP_CXX_LIBRARIES})
+endif()
