@@ -7,6 +7,9 @@
 
 #include <torch/torch.h>
 
+#include <optional>
+#include <vector>
+
 namespace nnx {
 
 using namespace detail;
@@ -41,9 +44,69 @@ Array matmul(const Array& a0, const Array& b0) {
                         plan->output_spec);
 }
 
+namespace {
+
+bool same_dtype_and_device(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  return x.scalar_type() == w.scalar_type() && bias.scalar_type() == w.scalar_type() &&
+         x.device() == w.device() && bias.device() == w.device();
+}
+
+bool gemm_takes_bias(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  return w.dim() == 2 && x.dim() >= 2 && bias.dim() == 1 && bias.size(0) == w.size(1) &&
+         same_dtype_and_device(x, w, bias);
+}
+
+// x @ w + bias as one addmm (the bias is the GEMM's initial output, as torch::nn::Linear does),
+// where the blocks fit; otherwise nullopt.
+
+std::optional<at::Tensor> add_bias_in_gemm(const at::Tensor& x, const at::Tensor& w,
+                                           const at::Tensor& bias) {
+  if (!gemm_takes_bias(x, w, bias)) return std::nullopt;
+  if (x.dim() == 2) return at::addmm(bias, x, w);
+  std::vector<int64_t> out_sizes = x.sizes().vec();
+  out_sizes.back() = w.size(1);
+  return at::addmm(bias, x.reshape({-1, x.size(-1)}), w).view(out_sizes);
+}
+
+// linear in one addmm, or nullopt where the bias is added as a separate op.
+std::optional<Array> fused_linear(const Array& x, const Array& w, const Array& bias) {
+  if (x.ndim() < 2 || w.ndim() != 2 || bias.ndim() != 1 || x.shape().back() != w.shape()[0] ||
+      bias.shape()[0] != w.shape()[1] || !bias.partial_axes().empty())
+    return std::nullopt;
+  auto mesh = common_mesh({&x, &w, &bias}, "linear");
+  if (!mesh) {
+    auto local = add_bias_in_gemm(x.local(), w.local(), bias.local());
+    if (!local) return std::nullopt;
+    return Array(std::move(*local));
+  }
+  if (all_replicated({&x, &w, &bias})) {
+    auto local = add_bias_in_gemm(x.local(), w.local(), on_mesh(bias, mesh).local());
+    if (!local) return std::nullopt;
+    return replicated_result(*local, local->sizes().vec(), mesh);
+  }
+  Array a = on_mesh(x, mesh), b = on_mesh(w, mesh), c = on_mesh(bias, mesh);
+  const SharedPlan plan = cached_plan("matmul", 0, {&a, &b}, [&] {
+    return plan_matmul(layout_of(a), layout_of(b));
+  });
+  const Layout& out = plan->plan.output;
+  // The bias's block must be the output block's last dim, with no pending sums on either.
+  if (!out.partial.empty() || dims_of(c)[0] != out.dims.back() ||
+      !same_dtype_and_device(a.local(), b.local(), c.local()))
+    return std::nullopt;
+  Array la = planned_input(a, plan->plan, 0), lb = planned_input(b, plan->plan, 1);
+  auto local = add_bias_in_gemm(la.local(), lb.local(), c.local());
+  if (!local) return std::nullopt;
+  return planned_result(std::move(*local), mesh, plan->plan, plan->output_spec);
+}
+
+}  // namespace
+
 Array linear(const Array& x, const Array& weight, const std::optional<Array>& bias) {
-  Array y = matmul(x, weight);
-  return bias ? add(y, *bias) : y;
+  if (bias) {
+    if (auto fused = fused_linear(x, weight, *bias)) return std::move(*fused);
+    return add(matmul(x, weight), *bias);
+  }
+  return matmul(x, weight);
 }
 
 }  // namespace nnx

@@ -118,7 +118,7 @@ TEST_CASE("batched matmul of [4, 8, 16] by [16, 12] and by [4, 16, 12] is exact 
 
 TEST_CASE("linear with bias, column parallel then row parallel, is exact with no fallback",
           "[ranks2][ranks4][ranks8]") {
-  const auto x = normal_values({8, 16}, 40);
+  const auto x = normal_values({8, 16}, 40), x3 = normal_values({8, 2, 16}, 45);
   const auto w1 = normal_values({16, 32}, 41) * 0.25, b1 = normal_values({32}, 42);
   const auto w2 = normal_values({32, 16}, 43) * 0.25, b2 = normal_values({16}, 44);
   const auto none = nnx::none;
@@ -167,6 +167,11 @@ TEST_CASE("linear with bias, column parallel then row parallel, is exact with no
           mesh, {{x, c.x}, {w1, c.w1}},
           [](const std::vector<Array>& in) { return nnx::linear(in[0], in[1]); },
           [](const std::vector<at::Tensor>& t) { return torch::matmul(t[0], t[1]); });
+      INFO("3-d input [8, 2, 16], the bias added in the GEMM where the blocks fit");
+      check_op(
+          mesh, {{x3, c.x}, {w1, c.w1}, {b1, c.b1}},
+          [](const std::vector<Array>& in) { return nnx::linear(in[0], in[1], in[2]); },
+          [](const std::vector<at::Tensor>& t) { return torch::matmul(t[0], t[1]) + t[2]; });
     }
   }
 }
