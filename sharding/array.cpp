@@ -19,9 +19,26 @@ std::string Placement::to_string() const {
   return "?";
 }
 
+namespace {
+
+// Whether `sizes` is the block shape `spec` lays out (as block_of's sizes, with no allocation).
+bool is_block_shape(at::IntArrayRef sizes, const Shape& shape, const PartitionSpec& spec,
+                    const Mesh& mesh) {
+  if (sizes.size() != shape.size()) return false;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t ways = 1;
+    if (d < spec.size())
+      for (const auto& a : spec[d].names()) ways *= mesh.shape()[mesh.axis_index(a)];
+    if (sizes[d] != shape[d] / ways) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Array::Array(at::Tensor full) : local_(std::move(full)) {
   if (local_.defined()) shape_ = local_.sizes().vec();
-  spec_ = pad_spec(P(), shape_.size());
+  spec_ = PartitionSpec(std::vector<SpecEntry>(shape_.size()));  // every dim whole
 }
 
 Array Array::abstract(const Shape& shape, at::ScalarType dtype) {
@@ -38,27 +55,29 @@ Array Array::abstract(std::shared_ptr<const LazyArray> init) {
 Array Array::from_local(at::Tensor local, Shape global_shape, NamedSharding sharding,
                         std::vector<std::string> partial_axes) {
   NNX_CHECK(sharding.mesh != nullptr, "a sharded Array needs a mesh");
-  auto spec = pad_spec(sharding.spec, global_shape.size());
+  auto spec = sharding.spec.size() < global_shape.size()
+                  ? pad_spec(sharding.spec, global_shape.size())
+                  : std::move(sharding.spec);
   check_spec(spec, global_shape, *sharding.mesh, "Array::from_local");
-  const auto sharded_axes = spec.axis_names();
-  for (const auto& a : partial_axes) {
-    sharding.mesh->axis_index(a);
-    NNX_CHECK(std::count(partial_axes.begin(), partial_axes.end(), a) == 1 &&
-                  std::find(sharded_axes.begin(), sharded_axes.end(), a) == sharded_axes.end(),
-              "axis '{}' cannot be both partial and sharding a dim, or partial twice", a);
+  if (!partial_axes.empty()) {
+    const auto sharded_axes = spec.axis_names();
+    for (const auto& a : partial_axes) {
+      sharding.mesh->axis_index(a);
+      NNX_CHECK(std::count(partial_axes.begin(), partial_axes.end(), a) == 1 &&
+                    std::find(sharded_axes.begin(), sharded_axes.end(), a) == sharded_axes.end(),
+                "axis '{}' cannot be both partial and sharding a dim, or partial twice", a);
+    }
   }
   Array out;
   out.shape_ = std::move(global_shape);
   out.mesh_ = std::move(sharding.mesh);
   out.spec_ = std::move(spec);
   out.partial_axes_ = std::move(partial_axes);
-  if (local.defined() && !local.is_meta() && out.mesh_->is_bound()) {
-    auto box = out.local_box();
-    NNX_CHECK(local.sizes().vec() == box.size,
-              "local block of shape {} given where {} lays out blocks of shape {} (global {})",
-              to_string(local.sizes().vec()), out.spec_.to_string(), to_string(box.size),
-              to_string(out.shape_));
-  }
+  if (local.defined() && !local.is_meta() && out.mesh_->is_bound() &&
+      !is_block_shape(local.sizes(), out.shape_, out.spec_, *out.mesh_))
+    NNX_FAIL("local block of shape {} given where {} lays out blocks of shape {} (global {})",
+             to_string(local.sizes().vec()), out.spec_.to_string(),
+             to_string(out.local_box().size), to_string(out.shape_));
   out.local_ = std::move(local);
   return out;
 }

@@ -6,14 +6,14 @@
 #include <nnx/sharding/mesh.h>
 #include <nnx/sharding/partition_spec.h>
 
-#include <string>
+#include <string_view>
 
 namespace nnx {
 
 // Throws on: an axis the mesh lacks, an axis used twice, a spec longer than the rank, or a dim
 // not divisible by the product of its axes' sizes. `what` names the array ("layers.0.kernel").
 void check_spec(const PartitionSpec& spec, const Shape& shape, const Mesh& mesh,
-                const std::string& what);
+                std::string_view what);
 
 // The spec padded with none up to the array's rank.
 PartitionSpec pad_spec(const PartitionSpec& spec, size_t rank);

@@ -1,6 +1,7 @@
 // Op overhead on one process: each nnx op on Arrays (plain, and on a one-process mesh where the
 // sharding rules run) against the same LibTorch calls on tensors. Prints one JSON line per op:
 // medians of many calls and the ratios nnx / torch.
+// Usage: bench_op_overhead [reps=2000] [prefix of op and shape: "matmul", "add[16"]
 #include <nnx/nnx.h>
 
 #include <torch/torch.h>
@@ -26,6 +27,7 @@ struct Case {
 
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::stoi(argv[1]) : 2000;
+  const std::string only = argc > 2 ? argv[2] : "";  // run the ops whose name starts so
   torch::NoGradGuard no_grad;
   at::set_num_threads(1);
   auto mesh = nnx::make_mesh({nnx::world_size()}, {"x"});
@@ -66,6 +68,7 @@ int main(int argc, char** argv) {
                      [=] { return nnx::sum(pa, {0}); }, [=] { return nnx::sum(sa, {0}); }});
   }
   for (const auto& c : cases) {
+    if (!(c.op + c.shape).starts_with(only)) continue;
     double t_torch = nnx_bench::median_seconds(c.torch_call, reps);
     double t_plain = nnx_bench::median_seconds(c.plain_call, reps);
     double t_mesh = nnx_bench::median_seconds(c.mesh_call, reps);
