@@ -51,12 +51,15 @@ Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* 
   if (!mesh) return Array(fn(a0.local(), b0.local()));
   if (all_replicated({&a0, &b0}))
     return replicated_result(fn(a0.local(), b0.local()), std::move(shape), mesh);
-  Array a = on_mesh(a0, mesh), b = on_mesh(b0, mesh);
+  std::optional<Array> held_a, held_b, laid_a, laid_b;
+  const Array& a = on_mesh(a0, mesh, held_a);
+  const Array& b = on_mesh(b0, mesh, held_b);
   const SharedPlan plan = cached_plan(op, static_cast<int64_t>(linearity), {&a, &b}, [&] {
     return plan_elementwise(op, layout_of(a), layout_of(b), linearity);
   });
   auto label = RedistributeLabel::fallback(op);
-  Array la = planned_input(a, plan->plan, 0), lb = planned_input(b, plan->plan, 1);
+  const Array& la = planned_input(a, plan->plan, 0, laid_a);
+  const Array& lb = planned_input(b, plan->plan, 1, laid_b);
   return planned_result(fn(la.local(), lb.local()), mesh, plan->plan, plan->output_spec);
 }
 

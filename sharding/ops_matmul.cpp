@@ -35,11 +35,14 @@ Array matmul(const Array& a0, const Array& b0) {
     if (!mesh) return Array(std::move(local));
     return replicated_result(local, local.sizes().vec(), mesh);
   }
-  Array a = on_mesh(a0, mesh), b = on_mesh(b0, mesh);
+  std::optional<Array> held_a, held_b, laid_a, laid_b;
+  const Array& a = on_mesh(a0, mesh, held_a);
+  const Array& b = on_mesh(b0, mesh, held_b);
   const SharedPlan plan = cached_plan("matmul", 0, {&a, &b}, [&] {
     return plan_matmul(layout_of(a), layout_of(b));
   });
-  Array la = planned_input(a, plan->plan, 0), lb = planned_input(b, plan->plan, 1);
+  const Array& la = planned_input(a, plan->plan, 0, laid_a);
+  const Array& lb = planned_input(b, plan->plan, 1, laid_b);
   return planned_result(torch::matmul(la.local(), lb.local()), mesh, plan->plan,
                         plan->output_spec);
 }
@@ -84,7 +87,10 @@ std::optional<Array> fused_linear(const Array& x, const Array& w, const Array& b
     if (!local) return std::nullopt;
     return replicated_result(*local, local->sizes().vec(), mesh);
   }
-  Array a = on_mesh(x, mesh), b = on_mesh(w, mesh), c = on_mesh(bias, mesh);
+  std::optional<Array> held_a, held_b, held_c, laid_a, laid_b;
+  const Array& a = on_mesh(x, mesh, held_a);
+  const Array& b = on_mesh(w, mesh, held_b);
+  const Array& c = on_mesh(bias, mesh, held_c);
   const SharedPlan plan = cached_plan("matmul", 0, {&a, &b}, [&] {
     return plan_matmul(layout_of(a), layout_of(b));
   });
@@ -93,7 +99,8 @@ std::optional<Array> fused_linear(const Array& x, const Array& w, const Array& b
   if (!out.partial.empty() || dims_of(c)[0] != out.dims.back() ||
       !same_dtype_and_device(a.local(), b.local(), c.local()))
     return std::nullopt;
-  Array la = planned_input(a, plan->plan, 0), lb = planned_input(b, plan->plan, 1);
+  const Array& la = planned_input(a, plan->plan, 0, laid_a);
+  const Array& lb = planned_input(b, plan->plan, 1, laid_b);
   auto local = add_bias_in_gemm(la.local(), lb.local(), c.local());
   if (!local) return std::nullopt;
   return planned_result(std::move(*local), mesh, plan->plan, plan->output_spec);

@@ -49,6 +49,12 @@ Array on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh) {
   return Array::from_local(local, a.shape(), NamedSharding{mesh, P()});
 }
 
+const Array& on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh,
+                     std::optional<Array>& held) {
+  if (a.mesh() || !mesh) return a;
+  return held.emplace(on_mesh(a, mesh));
+}
+
 DimAxes dims_of(const Array& a) {
   DimAxes out;
   for (const auto& e : a.spec().entries()) out.push_back(e.names());
@@ -80,6 +86,12 @@ Array planned_result(at::Tensor local, const std::shared_ptr<const Mesh>& mesh,
 Array planned_input(const Array& a, const OpPlan& plan, size_t i, std::source_location op) {
   if (plan.steps[i].steps.empty()) return a;
   return relayout(a, plan.targets[i].dims, plan.targets[i].partial, op);
+}
+
+const Array& planned_input(const Array& a, const OpPlan& plan, size_t i,
+                           std::optional<Array>& held, std::source_location op) {
+  if (plan.steps[i].steps.empty()) return a;
+  return held.emplace(relayout(a, plan.targets[i].dims, plan.targets[i].partial, op));
 }
 
 Array resolved(const Array& a, std::source_location op) {

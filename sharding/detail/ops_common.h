@@ -9,6 +9,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ std::shared_ptr<const Mesh> common_mesh(const std::vector<const Array*>& arrays,
 std::shared_ptr<const Mesh> common_mesh(std::initializer_list<const Array*> arrays, const char* op);
 // A plain array becomes a replicated array on `mesh`.
 Array on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh);
+// The same without copying `a` when it lies on a mesh already; a new array is kept in `held`.
+const Array& on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh,
+                     std::optional<Array>& held);
 DimAxes dims_of(const Array& a);
 // The array's layout as data, for the planners of op_plan.h.
 Layout layout_of(const Array& a);
@@ -34,6 +38,10 @@ Array planned_result(at::Tensor local, const std::shared_ptr<const Mesh>& mesh,
 // Input `i` of `plan` laid out as the plan's target (as it is where the plan moves nothing).
 Array planned_input(const Array& a, const OpPlan& plan, size_t i,
                     std::source_location op = std::source_location::current());
+// The same without copying `a` when the plan moves nothing; a relaid array is kept in `held`.
+const Array& planned_input(const Array& a, const OpPlan& plan, size_t i,
+                           std::optional<Array>& held,
+                           std::source_location op = std::source_location::current());
 // The same layout without pending sums (all_reduce where needed).
 Array resolved(const Array& a, std::source_location op = std::source_location::current());
 // `a` with dim d whole and no pending sums; gathering a sharded d counts a fallback.
