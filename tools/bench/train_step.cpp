@@ -2,8 +2,9 @@
 // written by hand with torch::nn::Linear and torch::optim::Adam, in one process, same threads.
 // Under mpirun -np N, nnx trains data parallel (global batch split over N) and rank 0 prints the
 // samples/s of all ranks together; the LibTorch step runs on one process only (-np 1).
-// Usage: bench_train_step [steps=100] [layout=dp|fsdp]; fsdp splits every kernel's rows over the
-// data axis as well (each rank keeps 1/N of the parameters and of Adam's moments).
+// Usage: bench_train_step [steps=100] [layout=dp|fsdp] [only=nnx|libtorch]; fsdp splits every
+// kernel's rows over the data axis as well (each rank keeps 1/N of the parameters and of Adam's
+// moments); `only` runs one of the two steps (for a profiler).
 // The two steps alternate, so that both see the same machine. Prints JSON lines: medians of the
 // whole step and of its two halves, and the ratios nnx / LibTorch.
 #include <nnx/nnx.h>
@@ -116,17 +117,21 @@ struct Timings {
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::stoi(argv[1]) : 100;
   const std::string layout = argc > 2 ? argv[2] : "dp";
+  const std::string only = argc > 3 ? argv[3] : "";
   NNX_CHECK(layout == "dp" || layout == "fsdp", "layout is dp or fsdp, got '{}'", layout);
+  NNX_CHECK(only.empty() || only == "nnx" || only == "libtorch",
+            "only is nnx or libtorch, got '{}'", only);
   const int64_t batch = 256, width = 1024;
   const int ranks = nnx::world_size();
-  const bool with_torch = ranks == 1;
+  const bool with_nnx = only != "libtorch";
+  const bool with_torch = ranks == 1 && only != "nnx";
   NnxRun nnx_run(batch, width, layout == "fsdp");
   std::optional<TorchRun> torch_run;
   if (with_torch) torch_run.emplace(batch, width);
   // Interleaved, so that both see the same machine; 5 warm-up steps each.
   Timings n, t;
   for (int i = -5; i < reps; ++i) {
-    n.time(nnx_run);
+    if (with_nnx) n.time(nnx_run);
     if (with_torch) t.time(*torch_run);
     if (i < 0) n = t = Timings{};
   }
@@ -139,9 +144,10 @@ int main(int argc, char** argv) {
                system, layout, ranks, at::get_num_threads(), batch, reps, step * 1e3,
                median(r.grad) * 1e3, median(r.update) * 1e3, batch / step);
   };
-  line("nnx", n);
+  if (with_nnx) line("nnx", n);
   if (!with_torch) return 0;
   line("libtorch", t);
+  if (!with_nnx) return 0;
   fmt::print("{{\"bench\": \"train_step\", \"ratio\": \"nnx/libtorch\", \"step\": {:.3f}, "
              "\"value_and_grad\": {:.3f}, \"update\": {:.3f}}}\n",
              median(n.step) / median(t.step), median(n.grad) / median(t.grad),
