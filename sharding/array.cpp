@@ -21,16 +21,20 @@ std::string Placement::to_string() const {
 
 namespace {
 
-// Whether `sizes` is the block shape `spec` lays out (as block_of's sizes, with no allocation).
+// The number of blocks dim d is split into: the product of its mesh axes' sizes.
+int64_t ways_of(const PartitionSpec& spec, size_t d, const Mesh& mesh) {
+  int64_t ways = 1;
+  if (d < spec.size())
+    for (const auto& a : spec[d].names()) ways *= mesh.shape()[mesh.axis_index(a)];
+  return ways;
+}
+
+// Whether `sizes` is the block shape `spec` lays out (block_of's sizes, with no allocation).
 bool is_block_shape(at::IntArrayRef sizes, const Shape& shape, const PartitionSpec& spec,
                     const Mesh& mesh) {
   if (sizes.size() != shape.size()) return false;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    int64_t ways = 1;
-    if (d < spec.size())
-      for (const auto& a : spec[d].names()) ways *= mesh.shape()[mesh.axis_index(a)];
-    if (sizes[d] != shape[d] / ways) return false;
-  }
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (sizes[d] != shape[d] / ways_of(spec, d, mesh)) return false;
   return true;
 }
 
@@ -144,13 +148,12 @@ Box block_of(const Shape& shape, const PartitionSpec& spec, const Mesh& mesh,
              const std::vector<int64_t>& coordinates) {
   Box box = Box::whole(shape);
   for (size_t d = 0; d < spec.size() && d < shape.size(); ++d) {
-    int64_t index = 0, ways = 1;
+    int64_t index = 0;
     for (const auto& a : spec[d].names()) {
       int64_t axis = mesh.axis_index(a);
       index = index * mesh.shape()[axis] + coordinates[axis];
-      ways *= mesh.shape()[axis];
     }
-    box.size[d] = shape[d] / ways;
+    box.size[d] = shape[d] / ways_of(spec, d, mesh);
     box.start[d] = index * box.size[d];
   }
   return box;

@@ -83,11 +83,6 @@ Array planned_result(at::Tensor local, const std::shared_ptr<const Mesh>& mesh,
                            plan.output.partial);
 }
 
-Array planned_input(const Array& a, const OpPlan& plan, size_t i, std::source_location op) {
-  if (plan.steps[i].steps.empty()) return a;
-  return relayout(a, plan.targets[i].dims, plan.targets[i].partial, op);
-}
-
 const Array& planned_input(const Array& a, const OpPlan& plan, size_t i,
                            std::optional<Array>& held, std::source_location op) {
   if (plan.steps[i].steps.empty()) return a;

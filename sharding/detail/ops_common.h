@@ -36,9 +36,7 @@ Array relayout(const Array& a, const DimAxes& dims, const Axes& partial,
 Array planned_result(at::Tensor local, const std::shared_ptr<const Mesh>& mesh,
                      const OpPlan& plan, const PartitionSpec& output_spec);
 // Input `i` of `plan` laid out as the plan's target (as it is where the plan moves nothing).
-Array planned_input(const Array& a, const OpPlan& plan, size_t i,
-                    std::source_location op = std::source_location::current());
-// The same without copying `a` when the plan moves nothing; a relaid array is kept in `held`.
+// `a` itself where the plan moves nothing (no copy); a relaid array is kept in `held`.
 const Array& planned_input(const Array& a, const OpPlan& plan, size_t i,
                            std::optional<Array>& held,
                            std::source_location op = std::source_location::current());
