@@ -2,6 +2,7 @@
 // write()+fsync / read() of each rank's bytes (ratio = nnx s / plain s); train steps during an
 // async save. Run: mpirun -np 8 bench_checkpoint [gib=2]. Restore's peak RSS, in fresh processes:
 // mpirun -np 8 bench_checkpoint write DIR [gib=2], then restore-rss DIR [other|same]; rm -rf DIR
+// Train steps during an async save alone, repeated: mpirun -np 8 bench_checkpoint train [gib] [n]
 #include <nnx/nnx.h>
 
 #include <torch/torch.h>
@@ -324,7 +325,9 @@ int main(int argc, char** argv) {
     else restore_rss(world, argv[2], argc > 3 ? argv[3] : "other");
     return 0;
   }
-  const double gib = argc > 1 ? std::stod(argv[1]) : 2.0;
+  const bool train_only = mode == "train";  // only part 4, repeated `repeats` times
+  const double gib = argc > 1 + train_only ? std::stod(argv[1 + train_only]) : 2.0;
+  const int repeats = train_only && argc > 3 ? std::stoi(argv[3]) : 1;
   const std::string root = "/tmp/nnx_bench_ckpt";  // removed at the end
   if (world.rank() == 0) {
     fs::remove_all(root);
@@ -332,8 +335,15 @@ int main(int argc, char** argv) {
   }
   world.barrier();
   const auto t0 = Clock::now();
-  bench_save_restore(world, gib, root);
-  bench_training(world, gib, root);
+  if (!train_only) bench_save_restore(world, gib, root);
+  for (int i = 0; i < repeats; ++i) {
+    if (world.rank() == 0 && i > 0) {
+      fs::remove_all(root + "/async");
+      fs::remove_all(root + "/sync");
+    }
+    world.barrier();
+    bench_training(world, gib, root);
+  }
   world.barrier();
   if (world.rank() == 0) {
     fs::remove_all(root);
