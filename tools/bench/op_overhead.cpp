@@ -1,6 +1,6 @@
 // Op overhead on one process: each nnx op on Arrays (plain, and on a one-process mesh where the
 // sharding rules run) against the same LibTorch calls on tensors. Prints one JSON line per op:
-// medians of many calls and the ratios nnx / torch.
+// medians of many calls (the three alternating in rounds) and the ratios nnx / torch.
 // Usage: bench_op_overhead [reps=2000] [prefix of op and shape: "matmul", "add[16"]
 #include <nnx/nnx.h>
 
@@ -8,10 +8,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+#include <chrono>
 #include <functional>
 #include <string>
-
-#include "bench_util.h"
 
 namespace {
 
@@ -22,6 +23,33 @@ struct Case {
   std::function<nnx::Array()> plain_call;
   std::function<nnx::Array()> mesh_call;
 };
+
+// Seconds per call of each of `calls`, median over `reps` calls each. The calls alternate in
+// rounds of 50, so a change in the machine's speed during the run touches all of them alike.
+template <class... Calls>
+std::array<double, sizeof...(Calls)> interleaved_medians(int reps, const Calls&... calls) {
+  constexpr int kRound = 50;
+  std::array<std::vector<double>, sizeof...(Calls)> times;
+  auto time_round = [&](size_t i, const auto& call, bool keep) {
+    for (int r = 0; r < kRound; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      call();
+      auto t1 = std::chrono::steady_clock::now();
+      if (keep) times[i].push_back(std::chrono::duration<double>(t1 - t0).count());
+    }
+  };
+  for (int round = -1; round < std::max(1, reps / kRound); ++round) {  // round -1 warms up
+    size_t i = 0;
+    (time_round(i++, calls, round >= 0), ...);
+  }
+  std::array<double, sizeof...(Calls)> out{};
+  for (size_t i = 0; i < out.size(); ++i) {
+    auto& t = times[i];
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    out[i] = t[t.size() / 2];
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -69,9 +97,8 @@ int main(int argc, char** argv) {
   }
   for (const auto& c : cases) {
     if (!(c.op + c.shape).starts_with(only)) continue;
-    double t_torch = nnx_bench::median_seconds(c.torch_call, reps);
-    double t_plain = nnx_bench::median_seconds(c.plain_call, reps);
-    double t_mesh = nnx_bench::median_seconds(c.mesh_call, reps);
+    const auto [t_torch, t_plain, t_mesh] =
+        interleaved_medians(reps, c.torch_call, c.plain_call, c.mesh_call);
     if (nnx::world_rank() == 0)
       fmt::print(
           "{{\"bench\": \"op_overhead\", \"op\": \"{}\", \"shape\": \"{}\", \"reps\": {}, "
