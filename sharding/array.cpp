@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <functional>
 
 namespace nnx {
 
@@ -40,9 +41,37 @@ bool is_block_shape(at::IntArrayRef sizes, const Shape& shape, const PartitionSp
 
 }  // namespace
 
+namespace {
+uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull; }
+uint64_t mix_axes(uint64_t h, const std::vector<std::string>& axes) {
+  h = mix(h, axes.size());
+  for (const auto& axis : axes) h = mix(h, std::hash<std::string>{}(axis));
+  return h;
+}
+}  // namespace
+
+ArrayLayout::ArrayLayout(Shape shape, PartitionSpec spec, std::vector<std::string> partial_axes)
+    : shape_(std::move(shape)), spec_(std::move(spec)), partial_axes_(std::move(partial_axes)) {
+  uint64_t h = mix(0xcbf29ce484222325ull, shape_.size());
+  for (int64_t n : shape_) h = mix(h, static_cast<uint64_t>(n));
+  const auto& entries = spec_.entries();
+  for (size_t d = 0; d < shape_.size(); ++d)
+    h = mix_axes(h, d < entries.size() ? entries[d].names() : std::vector<std::string>{});
+  hash_ = mix_axes(h, partial_axes_);
+}
+
+ArrayLayout::ArrayLayout() : ArrayLayout({}, PartitionSpec(), {}) {}
+
+const std::shared_ptr<const ArrayLayout>& Array::empty_layout() {
+  static const auto empty = std::make_shared<const ArrayLayout>();
+  return empty;
+}
+
 Array::Array(at::Tensor full) : local_(std::move(full)) {
-  if (local_.defined()) shape_ = local_.sizes().vec();
-  spec_ = PartitionSpec(std::vector<SpecEntry>(shape_.size()));  // every dim whole
+  Shape shape = local_.defined() ? local_.sizes().vec() : Shape{};
+  PartitionSpec whole(std::vector<SpecEntry>(shape.size()));  // every dim whole
+  layout_ = std::make_shared<const ArrayLayout>(std::move(shape), std::move(whole),
+                                                std::vector<std::string>{});
 }
 
 Array Array::abstract(const Shape& shape, at::ScalarType dtype) {
@@ -72,18 +101,22 @@ Array Array::from_local(at::Tensor local, Shape global_shape, NamedSharding shar
                 "axis '{}' cannot be both partial and sharding a dim, or partial twice", a);
     }
   }
-  Array out;
-  out.shape_ = std::move(global_shape);
-  out.mesh_ = std::move(sharding.mesh);
-  out.spec_ = std::move(spec);
-  out.partial_axes_ = std::move(partial_axes);
-  if (local.defined() && !local.is_meta() && out.mesh_->is_bound() &&
-      !is_block_shape(local.sizes(), out.shape_, out.spec_, *out.mesh_))
+  return from_layout(std::move(local), std::move(sharding.mesh),
+                     std::make_shared<const ArrayLayout>(std::move(global_shape), std::move(spec),
+                                                         std::move(partial_axes)));
+}
+
+Array Array::from_layout(at::Tensor local, std::shared_ptr<const Mesh> mesh,
+                         std::shared_ptr<const ArrayLayout> layout) {
+  NNX_CHECK(mesh != nullptr && layout != nullptr, "a sharded Array needs a mesh and a layout");
+  if (local.defined() && !local.is_meta() && mesh->is_bound() &&
+      !is_block_shape(local.sizes(), layout->shape(), layout->spec(), *mesh)) {
+    const Array laid_out(at::Tensor(), layout, mesh);
     NNX_FAIL("local block of shape {} given where {} lays out blocks of shape {} (global {})",
-             to_string(local.sizes().vec()), out.spec_.to_string(),
-             to_string(out.local_box().size), to_string(out.shape_));
-  out.local_ = std::move(local);
-  return out;
+             to_string(local.sizes().vec()), layout->spec().to_string(),
+             to_string(laid_out.local_box().size), to_string(layout->shape()));
+  }
+  return Array(std::move(local), std::move(layout), std::move(mesh));
 }
 
 bool Array::is_abstract() const { return local_.defined() && local_.is_meta(); }
@@ -95,38 +128,41 @@ at::ScalarType Array::dtype() const {
 
 std::optional<NamedSharding> Array::sharding() const {
   if (!mesh_) return std::nullopt;
-  return NamedSharding{mesh_, spec_};
+  return NamedSharding{mesh_, spec()};
 }
 
 void Array::set_sharding(std::optional<NamedSharding> sharding) {
   if (!sharding) {
     mesh_.reset();
-    spec_ = pad_spec(P(), shape_.size());
-    partial_axes_.clear();
+    layout_ = std::make_shared<const ArrayLayout>(shape(), pad_spec(P(), shape().size()),
+                                                  std::vector<std::string>{});
     return;
   }
-  auto spec = pad_spec(sharding->spec, shape_.size());
-  check_spec(spec, shape_, *sharding->mesh, "Array::set_sharding");
+  auto spec = pad_spec(sharding->spec, shape().size());
+  check_spec(spec, shape(), *sharding->mesh, "Array::set_sharding");
   mesh_ = std::move(sharding->mesh);
-  spec_ = std::move(spec);
+  layout_ = std::make_shared<const ArrayLayout>(shape(), std::move(spec), partial_axes());
 }
 
 std::vector<Placement> Array::placements() const {
   if (!mesh_) return {};
   std::vector<Placement> out(mesh_->ndim());
-  for (size_t d = 0; d < spec_.size(); ++d)
-    for (const auto& a : spec_[d].names()) out[mesh_->axis_index(a)] = Placement::Shard(d);
-  for (const auto& a : partial_axes_) out[mesh_->axis_index(a)] = Placement::Partial();
+  for (size_t d = 0; d < spec().size(); ++d)
+    for (const auto& a : spec()[d].names()) out[mesh_->axis_index(a)] = Placement::Shard(d);
+  for (const auto& a : partial_axes()) out[mesh_->axis_index(a)] = Placement::Partial();
   return out;
 }
 
 bool Array::is_fully_replicated() const {
-  return !mesh_ || (spec_.axis_names().empty() && partial_axes_.empty());
+  if (!mesh_) return true;
+  for (const auto& entry : spec().entries())
+    if (!entry.is_none()) return false;
+  return partial_axes().empty();
 }
 
 Box Array::local_box() const {
-  if (!mesh_) return Box::whole(shape_);
-  return block_of(shape_, spec_, *mesh_, mesh_->coordinates());
+  if (!mesh_) return Box::whole(shape());
+  return block_of(shape(), spec(), *mesh_, mesh_->coordinates());
 }
 
 Array Array::with_local(at::Tensor local) const {

@@ -9,6 +9,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +35,26 @@ struct Placement {
   bool operator==(const Placement&) const = default;
 };
 
+// What arrays laid out alike share: the global shape, the spec over mesh axes (one entry per
+// dim) and the axes of a pending sum. Immutable, so Arrays hold it by pointer: copying an Array
+// or giving it another block allocates nothing, and ops that plan once reuse their output's.
+class ArrayLayout {
+ public:
+  ArrayLayout();  // of a scalar
+  ArrayLayout(Shape shape, PartitionSpec spec, std::vector<std::string> partial_axes);
+  const Shape& shape() const { return shape_; }
+  const PartitionSpec& spec() const { return spec_; }
+  const std::vector<std::string>& partial_axes() const { return partial_axes_; }
+  uint64_t hash() const { return hash_; }  // of all three, computed once
+  bool operator==(const ArrayLayout&) const = default;
+
+ private:
+  Shape shape_;
+  PartitionSpec spec_;
+  std::vector<std::string> partial_axes_;
+  uint64_t hash_ = 0;
+};
+
 class Array {
  public:
   Array() = default;
@@ -48,12 +69,16 @@ class Array {
   // `partial_axes`: mesh axes along which the blocks are still to be summed.
   static Array from_local(at::Tensor local, Shape global_shape, NamedSharding sharding,
                           std::vector<std::string> partial_axes = {});
+  // The same with a layout already checked against `mesh` (an op's plan keeps its output's);
+  // only the block's shape is checked.
+  static Array from_layout(at::Tensor local, std::shared_ptr<const Mesh> mesh,
+                           std::shared_ptr<const ArrayLayout> layout);
 
   bool defined() const { return local_.defined(); }
   bool is_abstract() const;
-  const Shape& shape() const { return shape_; }
-  int64_t ndim() const { return static_cast<int64_t>(shape_.size()); }
-  int64_t numel() const { return nnx::numel(shape_); }
+  const Shape& shape() const { return layout_->shape(); }
+  int64_t ndim() const { return static_cast<int64_t>(shape().size()); }
+  int64_t numel() const { return nnx::numel(shape()); }
   at::ScalarType dtype() const;
   // This process's block of the array (the whole array when not sharded).
   const at::Tensor& local() const { return local_; }
@@ -64,8 +89,10 @@ class Array {
   void set_sharding(std::optional<NamedSharding> sharding);
   const std::shared_ptr<const Mesh>& mesh() const { return mesh_; }
   // The spec over mesh axes, one entry per dim (all none when not sharded).
-  const PartitionSpec& spec() const { return spec_; }
-  const std::vector<std::string>& partial_axes() const { return partial_axes_; }
+  const PartitionSpec& spec() const { return layout_->spec(); }
+  const std::vector<std::string>& partial_axes() const { return layout_->partial_axes(); }
+  // Shape, spec and pending axes together, shared with the arrays laid out alike.
+  const std::shared_ptr<const ArrayLayout>& layout() const { return layout_; }
   // One placement per mesh axis, in mesh order.
   std::vector<Placement> placements() const;
   // True when every process holds the whole value (no Shard, no Partial).
@@ -82,11 +109,13 @@ class Array {
   const std::shared_ptr<const LazyArray>& initializer() const { return init_; }
 
  private:
+  static const std::shared_ptr<const ArrayLayout>& empty_layout();
+  Array(at::Tensor local, std::shared_ptr<const ArrayLayout> layout,
+        std::shared_ptr<const Mesh> mesh)
+      : local_(std::move(local)), layout_(std::move(layout)), mesh_(std::move(mesh)) {}
   at::Tensor local_;
-  Shape shape_;
+  std::shared_ptr<const ArrayLayout> layout_ = empty_layout();  // never null
   std::shared_ptr<const Mesh> mesh_;
-  PartitionSpec spec_;
-  std::vector<std::string> partial_axes_;
   std::shared_ptr<const LazyArray> init_;
 };
 

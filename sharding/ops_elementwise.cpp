@@ -17,40 +17,42 @@ namespace {
 
 using namespace detail;
 
-Shape broadcast_shape(const Array& a, const Array& b, const char* op) {
-  size_t n = std::max(a.shape().size(), b.shape().size());
-  Shape out(n);
+// Throws, naming both shapes, unless a and b broadcast together (numpy's rule).
+void check_broadcast(const Array& a, const Array& b, const char* op) {
+  const size_t n = std::max(a.shape().size(), b.shape().size());
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i < n - a.shape().size() ? 1 : a.shape()[i - (n - a.shape().size())];
     int64_t db = i < n - b.shape().size() ? 1 : b.shape()[i - (n - b.shape().size())];
     if (da != db && da != 1 && db != 1)
       throw_error(op, fmt::format("shapes {} and {} do not broadcast (dim {}: {} vs {})",
                                   shape_str(a), shape_str(b), i, da, db));
-    out[i] = std::max(da, db);
   }
-  return out;
 }
 
 template <class Fn>
 Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* op, Fn fn) {
   // The common case first: operands laid out alike need no rule (the result is laid out as
   // they are), so it costs what the LibTorch op costs.
-  if (a0.mesh() && a0.mesh() == b0.mesh() && a0.shape() == b0.shape() && a0.spec() == b0.spec() &&
-      a0.partial_axes().empty() && b0.partial_axes().empty() && !a0.initializer())
+  if (a0.mesh() && a0.mesh() == b0.mesh() && a0.partial_axes().empty() &&
+      b0.partial_axes().empty() && !a0.initializer() &&
+      (a0.layout() == b0.layout() || (a0.shape() == b0.shape() && a0.spec() == b0.spec())))
     return a0.with_local(fn(a0.local(), b0.local()));
   if (!a0.mesh() && !b0.mesh() && a0.defined() && b0.defined()) {
     try {
-      return Array(fn(a0.local(), b0.local()));
+      at::Tensor out = fn(a0.local(), b0.local());
+      // Not broadcast: the result shares a0's layout.
+      if (!a0.initializer() && out.sizes().equals(a0.shape())) return a0.with_local(std::move(out));
+      return Array(std::move(out));
     } catch (const c10::Error&) {
-      broadcast_shape(a0, b0, op);  // names the shapes when they do not broadcast
+      check_broadcast(a0, b0, op);  // names the shapes when they do not broadcast
       throw;
     }
   }
   auto mesh = common_mesh({&a0, &b0}, op);
-  Shape shape = broadcast_shape(a0, b0, op);
+  check_broadcast(a0, b0, op);
   if (!mesh) return Array(fn(a0.local(), b0.local()));
   if (all_replicated({&a0, &b0}))
-    return replicated_result(fn(a0.local(), b0.local()), std::move(shape), mesh);
+    return replicated_result(fn(a0.local(), b0.local()), mesh, {&a0, &b0});
   std::optional<Array> held_a, held_b, laid_a, laid_b;
   const Array& a = on_mesh(a0, mesh, held_a);
   const Array& b = on_mesh(b0, mesh, held_b);
@@ -60,7 +62,7 @@ Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* 
   auto label = RedistributeLabel::fallback(op);
   const Array& la = planned_input(a, plan->plan, 0, laid_a);
   const Array& lb = planned_input(b, plan->plan, 1, laid_b);
-  return planned_result(fn(la.local(), lb.local()), mesh, plan->plan, plan->output_spec);
+  return planned_result(fn(la.local(), lb.local()), mesh, *plan);
 }
 
 // A unary op; `linear` ones (x * c) keep pending sums, others resolve them first.
@@ -69,8 +71,8 @@ template <class Fn>
 Array unary(const Array& a, bool linear, Fn fn,
             std::source_location op = std::source_location::current()) {
   if (!linear && !a.partial_axes().empty()) return unary(resolved(a, op), true, fn, op);
-  if (!a.mesh()) return Array(fn(a.local()));
   if (!a.initializer()) return a.with_local(fn(a.local()));  // laid out as its operand
+  if (!a.mesh()) return Array(fn(a.local()));
   return make_result(fn(a.local()), a.shape(), a.mesh(), dims_of(a), a.partial_axes());
 }
 

@@ -33,7 +33,7 @@ Array matmul(const Array& a0, const Array& b0) {
     }
     at::Tensor local = torch::matmul(a0.local(), b0.local());
     if (!mesh) return Array(std::move(local));
-    return replicated_result(local, local.sizes().vec(), mesh);
+    return replicated_result(std::move(local), mesh, {&a0, &b0});
   }
   std::optional<Array> held_a, held_b, laid_a, laid_b;
   const Array& a = on_mesh(a0, mesh, held_a);
@@ -43,8 +43,7 @@ Array matmul(const Array& a0, const Array& b0) {
   });
   const Array& la = planned_input(a, plan->plan, 0, laid_a);
   const Array& lb = planned_input(b, plan->plan, 1, laid_b);
-  return planned_result(torch::matmul(la.local(), lb.local()), mesh, plan->plan,
-                        plan->output_spec);
+  return planned_result(torch::matmul(la.local(), lb.local()), mesh, *plan);
 }
 
 namespace {
@@ -85,7 +84,7 @@ std::optional<Array> fused_linear(const Array& x, const Array& w, const Array& b
   if (all_replicated({&x, &w, &bias})) {
     auto local = add_bias_in_gemm(x.local(), w.local(), on_mesh(bias, mesh).local());
     if (!local) return std::nullopt;
-    return replicated_result(*local, local->sizes().vec(), mesh);
+    return replicated_result(std::move(*local), mesh, {&x});
   }
   std::optional<Array> held_a, held_b, held_c, laid_a, laid_b;
   const Array& a = on_mesh(x, mesh, held_a);
@@ -103,7 +102,7 @@ std::optional<Array> fused_linear(const Array& x, const Array& w, const Array& b
   const Array& lb = planned_input(b, plan->plan, 1, laid_b);
   auto local = add_bias_in_gemm(la.local(), lb.local(), c.local());
   if (!local) return std::nullopt;
-  return planned_result(std::move(*local), mesh, plan->plan, plan->output_spec);
+  return planned_result(std::move(*local), mesh, *plan);
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ Array sum(const Array& a, std::vector<int64_t> dims, bool keepdim) {
   dims = reduced_dims(a, std::move(dims), "sum");
   at::Tensor local = dims.empty() ? a.local() : a.local().sum(dims, keepdim);
   if (!a.mesh()) return Array(local);
-  if (all_replicated({&a})) return replicated_result(local, local.sizes().vec(), a.mesh());
+  if (all_replicated({&a})) return replicated_result(local, a.mesh(), {&a});
   // The plan's argument: a bit per summed dim, and keepdim.
   int64_t argument = keepdim ? 1 : 0;
   for (int64_t d : dims) argument |= int64_t{1} << (d + 1);
@@ -43,7 +43,7 @@ Array sum(const Array& a, std::vector<int64_t> dims, bool keepdim) {
     const Layout out = plan_sum(layout_of(a), dims, keepdim).output;
     return make_result(local, out.shape, a.mesh(), out.dims, out.partial);
   }
-  return planned_result(local, a.mesh(), plan->plan, plan->output_spec);
+  return planned_result(local, a.mesh(), *plan);
 }
 
 Array mean(const Array& a, std::vector<int64_t> dims, bool keepdim) {

@@ -78,9 +78,8 @@ Array relayout(const Array& a, const DimAxes& dims, const Axes& partial,
 }
 
 Array planned_result(at::Tensor local, const std::shared_ptr<const Mesh>& mesh,
-                     const OpPlan& plan, const PartitionSpec& output_spec) {
-  return Array::from_local(std::move(local), plan.output.shape, NamedSharding{mesh, output_spec},
-                           plan.output.partial);
+                     const PlannedOp& planned) {
+  return Array::from_layout(std::move(local), mesh, planned.output_layout);
 }
 
 const Array& planned_input(const Array& a, const OpPlan& plan, size_t i,
@@ -121,7 +120,13 @@ bool all_replicated(std::initializer_list<const Array*> arrays) {
   return true;
 }
 
-Array replicated_result(at::Tensor local, Shape shape, const std::shared_ptr<const Mesh>& mesh) {
+Array replicated_result(at::Tensor local, const std::shared_ptr<const Mesh>& mesh,
+                        std::initializer_list<const Array*> like) {
+  for (const Array* a : like)
+    if (a->mesh() == mesh && !a->initializer() && local.sizes().equals(a->shape()) &&
+        a->is_fully_replicated())
+      return a->with_local(std::move(local));
+  Shape shape = local.sizes().vec();
   PartitionSpec spec(std::vector<SpecEntry>(shape.size()));
   return Array::from_local(std::move(local), std::move(shape), NamedSharding{mesh, std::move(spec)},
                            {});

@@ -6,6 +6,7 @@
 
 #include <nnx/sharding/array.h>
 #include <nnx/sharding/op_plan.h>
+#include <nnx/sharding/detail/plan_cache.h>
 
 #include <initializer_list>
 #include <memory>
@@ -32,9 +33,9 @@ Layout layout_of(const Array& a);
 // `op` (the caller, by default) labels the redistribution in NNX_LOG_REDISTRIBUTE's log.
 Array relayout(const Array& a, const DimAxes& dims, const Axes& partial,
                std::source_location op = std::source_location::current());
-// The result of a planned op: `local` laid out as the plan's output.
+// The result of a planned op: `local` laid out as the plan's output (its layout, shared).
 Array planned_result(at::Tensor local, const std::shared_ptr<const Mesh>& mesh,
-                     const OpPlan& plan, const PartitionSpec& output_spec);
+                     const PlannedOp& planned);
 // Input `i` of `plan` laid out as the plan's target (as it is where the plan moves nothing).
 // `a` itself where the plan moves nothing (no copy); a relaid array is kept in `held`.
 const Array& planned_input(const Array& a, const OpPlan& plan, size_t i,
@@ -49,8 +50,10 @@ Array make_result(at::Tensor local, Shape shape, const std::shared_ptr<const Mes
 // Whether no input splits a dim or holds a pending sum (plain inputs count as replicated).
 // Every rule then gives a replicated result with no communication, so ops skip the rule.
 bool all_replicated(std::initializer_list<const Array*> arrays);
-// The replicated result on `mesh`, laid out as make_result would lay it out.
-Array replicated_result(at::Tensor local, Shape shape, const std::shared_ptr<const Mesh>& mesh);
+// `local` (the whole value) replicated on `mesh`, laid out as make_result would lay it out. An
+// input `like` of the same shape, replicated on `mesh`, lends its layout (no allocation).
+Array replicated_result(at::Tensor local, const std::shared_ptr<const Mesh>& mesh,
+                        std::initializer_list<const Array*> like = {});
 Axes without(const Axes& axes, const Axes& remove);
 Axes used_axes(const DimAxes& dims);
 std::string shape_str(const Array& a);

@@ -1,5 +1,6 @@
 // The per-thread plan cache (see plan_cache.h).
 #include <nnx/sharding/detail/plan_cache.h>
+#include <nnx/sharding/spec_check.h>
 
 #include <functional>
 #include <string>
@@ -16,17 +17,13 @@ struct Entry {
   std::string op;
   int64_t argument;
   SharedPlan plan;
+  // The input layouts last found equal to the plan's: the same pointers again match at once.
+  std::vector<std::shared_ptr<const ArrayLayout>> seen;
 };
 
 thread_local std::unordered_multimap<uint64_t, Entry> plans;
 
 uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull; }
-
-uint64_t mix_axes(uint64_t h, const Axes& axes) {
-  h = mix(h, axes.size());
-  for (const auto& axis : axes) h = mix(h, std::hash<std::string>{}(axis));
-  return h;
-}
 
 // Whether `a` is laid out as `layout` (a spec shorter than the shape leaves the rest whole).
 bool same_layout(const Layout& layout, const Array& a) {
@@ -44,14 +41,7 @@ bool same_layout(const Layout& layout, const Array& a) {
 uint64_t plan_key(std::string_view op, int64_t argument,
                   std::initializer_list<const Array*> inputs) {
   uint64_t h = mix(std::hash<std::string_view>{}(op), static_cast<uint64_t>(argument));
-  for (const Array* a : inputs) {
-    h = mix(h, a->shape().size());
-    for (int64_t n : a->shape()) h = mix(h, static_cast<uint64_t>(n));
-    const auto& entries = a->spec().entries();
-    for (size_t d = 0; d < a->shape().size(); ++d)
-      h = mix_axes(h, d < entries.size() ? entries[d].names() : Axes{});
-    h = mix_axes(h, a->partial_axes());
-  }
+  for (const Array* a : inputs) h = mix(h, a->layout()->hash());
   return h;
 }
 
@@ -59,11 +49,21 @@ SharedPlan find_plan(uint64_t key, std::string_view op, int64_t argument,
                      std::initializer_list<const Array*> inputs) {
   auto [first, last] = plans.equal_range(key);
   for (auto it = first; it != last; ++it) {
-    const Entry& e = it->second;
-    if (e.op != op || e.argument != argument || e.plan->plan.inputs.size() != inputs.size()) continue;
+    Entry& e = it->second;
+    if (e.argument != argument || e.plan->plan.inputs.size() != inputs.size() || e.op != op)
+      continue;
     bool same = true;
     size_t i = 0;
-    for (const Array* a : inputs) same = same && same_layout(e.plan->plan.inputs[i++], *a);
+    for (const Array* a : inputs) {
+      if (e.seen[i] != a->layout()) {
+        if (!same_layout(e.plan->plan.inputs[i], *a)) {
+          same = false;
+          break;
+        }
+        e.seen[i] = a->layout();
+      }
+      ++i;
+    }
     if (same) return e.plan;
   }
   return nullptr;
@@ -72,8 +72,13 @@ SharedPlan find_plan(uint64_t key, std::string_view op, int64_t argument,
 SharedPlan remember_plan(uint64_t key, std::string_view op, int64_t argument, OpPlan plan) {
   if (plans.size() >= kMaxPlans) plans.clear();
   PartitionSpec output_spec = plan.output.spec();
-  auto shared = std::make_shared<const PlannedOp>(PlannedOp{std::move(plan), std::move(output_spec)});
-  plans.emplace(key, Entry{std::string(op), argument, shared});
+  auto output_layout = std::make_shared<const ArrayLayout>(
+      plan.output.shape, pad_spec(output_spec, plan.output.shape.size()), plan.output.partial);
+  const size_t inputs = plan.inputs.size();
+  auto shared = std::make_shared<const PlannedOp>(
+      PlannedOp{std::move(plan), std::move(output_spec), std::move(output_layout)});
+  plans.emplace(key, Entry{std::string(op), argument, shared,
+                           std::vector<std::shared_ptr<const ArrayLayout>>(inputs)});
   return shared;
 }
 

@@ -13,10 +13,11 @@
 
 namespace nnx::detail {
 
-// A remembered plan with its output spec built once.
+// A remembered plan with its output's layout built once (shared by every result).
 struct PlannedOp {
   OpPlan plan;
   PartitionSpec output_spec;
+  std::shared_ptr<const ArrayLayout> output_layout;
 };
 using SharedPlan = std::shared_ptr<const PlannedOp>;
 

@@ -270,3 +270,23 @@ TEST_CASE("ops take a remembered plan only for the same op, argument and layouts
   auto rows_short = nnx::device_put(t, {mesh, P("x")});
   CHECK(plan_for("matmul", 0, rows_short, whole) == first);
 }
+
+TEST_CASE("results of a remembered plan share its output layout, and layouts hash by value") {
+  auto mesh = nnx::make_mesh({1}, {"x"});
+  nnx::MeshContext on(mesh);
+  auto t = torch::arange(16, torch::kFloat).reshape({4, 4});
+  auto rows = nnx::device_put(t, {mesh, P("x", none)});
+  auto whole = nnx::device_put(t, {mesh, P()});
+  auto first = nnx::matmul(rows, whole), second = nnx::matmul(rows, whole);
+  CHECK(first.layout() == second.layout());  // one layout, not a copy per result
+  CHECK(first.spec() == P("x", none));
+  CHECK(first.shape() == nnx::Shape{4, 4});
+  CHECK(torch::equal(first.local(), torch::matmul(t, t)));
+  // A copy or a new block keeps the layout; a spec written short hashes as its full form.
+  CHECK(first.with_local(t).layout() == first.layout());
+  auto rows_short = nnx::device_put(t, {mesh, P("x")});
+  CHECK(*rows_short.layout() == *rows.layout());
+  CHECK(rows_short.layout()->hash() == rows.layout()->hash());
+  CHECK(rows.layout()->hash() != whole.layout()->hash());
+  CHECK(rows.layout()->hash() != nnx::device_put(t.reshape({2, 8}), {mesh, P("x")}).layout()->hash());
+}
