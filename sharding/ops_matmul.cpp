@@ -14,6 +14,23 @@ namespace nnx {
 
 using namespace detail;
 
+namespace {
+
+// CPU BLAS multiplies by a row-major right operand with few columns (2 to 11) up to 5x slower than
+// by its transpose (measured at batch 32 to 1024), in the GEMM and in the kernel's gradient alike.
+constexpr int64_t kNarrowColumns = 12;
+
+// The right operand of x @ w, column-major where w is narrow: autograd then computes w's
+// gradient as (g^T x)^T, the fast orientation too. Costs one copy of w, which is small.
+at::Tensor gemm_right_operand(const at::Tensor& x, const at::Tensor& w) {
+  const bool narrow = w.dim() == 2 && w.size(1) > 1 && w.size(1) < kNarrowColumns &&
+                      w.is_cpu() && w.is_floating_point() && w.is_contiguous() &&
+                      x.numel() >= kNarrowColumns * x.size(-1);
+  return narrow ? w.t().contiguous().t() : w;
+}
+
+}  // namespace
+
 Array matmul(const Array& a0, const Array& b0) {
   NNX_CHECK(a0.ndim() >= 2 && b0.ndim() >= 2,
             "needs arrays of rank >= 2, got {} and {}", shape_str(a0), shape_str(b0));
@@ -31,7 +48,7 @@ Array matmul(const Array& a0, const Array& b0) {
       NNX_CHECK(da == db || da == 1 || db == 1, "batch dims of {} and {} do not broadcast",
                 shape_str(a0), shape_str(b0));
     }
-    at::Tensor local = torch::matmul(a0.local(), b0.local());
+    at::Tensor local = torch::matmul(a0.local(), gemm_right_operand(a0.local(), b0.local()));
     if (!mesh) return Array(std::move(local));
     return replicated_result(std::move(local), mesh, {&a0, &b0});
   }
@@ -43,7 +60,8 @@ Array matmul(const Array& a0, const Array& b0) {
   });
   const Array& la = planned_input(a, plan->plan, 0, laid_a);
   const Array& lb = planned_input(b, plan->plan, 1, laid_b);
-  return planned_result(torch::matmul(la.local(), lb.local()), mesh, *plan);
+  return planned_result(torch::matmul(la.local(), gemm_right_operand(la.local(), lb.local())),
+                        mesh, *plan);
 }
 
 namespace {
@@ -64,10 +82,10 @@ bool gemm_takes_bias(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
 std::optional<at::Tensor> add_bias_in_gemm(const at::Tensor& x, const at::Tensor& w,
                                            const at::Tensor& bias) {
   if (!gemm_takes_bias(x, w, bias)) return std::nullopt;
-  if (x.dim() == 2) return at::addmm(bias, x, w);
+  if (x.dim() == 2) return at::addmm(bias, x, gemm_right_operand(x, w));
   std::vector<int64_t> out_sizes = x.sizes().vec();
   out_sizes.back() = w.size(1);
-  return at::addmm(bias, x.reshape({-1, x.size(-1)}), w).view(out_sizes);
+  return at::addmm(bias, x.reshape({-1, x.size(-1)}), gemm_right_operand(x, w)).view(out_sizes);
 }
 
 // linear in one addmm, or nullopt where the bias is added as a separate op.

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 
 namespace nnx {
 
@@ -115,10 +116,14 @@ Array cross_entropy(const Array& logits0, const Array& labels0) {
   DimAxes batch_dims = dims_of(logits);
   batch_dims.pop_back();
   Array labels = mesh ? relayout(resolved(on_mesh(labels0, mesh)), batch_dims, {}) : labels0;
-  at::Tensor lsm = logits.local().log_softmax(-1);
-  at::Tensor picked = lsm.gather(-1, labels.local().unsqueeze(-1)).squeeze(-1);
+  // log_softmax then one fused negative-log-likelihood sum; no label is ignored (an index
+  // outside [0, classes) is an error, as with a gather).
+  const int64_t classes = logits.shape().back();
+  at::Tensor lsm = logits.local().log_softmax(-1).reshape({-1, classes});
+  at::Tensor summed = at::nll_loss(lsm, labels.local().reshape({-1}), {}, at::Reduction::Sum,
+                                   std::numeric_limits<int64_t>::min());
   const double count = static_cast<double>(numel(labels0.shape()));
-  at::Tensor local = -picked.sum() / count;
+  at::Tensor local = summed / count;
   if (!mesh) return Array(local);
   return make_result(local, {}, mesh, {}, used_axes(batch_dims));
 }

@@ -323,3 +323,31 @@ TEST_CASE("matmul, linear and shape ops without a mesh equal LibTorch") {
       [](const std::vector<Array>& x) { return nnx::concatenate(x, 1); },
       [](const std::vector<at::Tensor>& t) { return torch::cat(t, 1); });
 }
+
+TEST_CASE("matmul and linear by a narrow right operand (2 to 11 columns, run column-major) equal "
+          "LibTorch in values and gradients",
+          "[ranks2][ranks4][ranks8]") {
+  const auto x = normal_values({48, 16}, 80), x3 = normal_values({24, 4, 16}, 81);
+  for (const int64_t columns : {2, 10, 11, 12}) {
+    INFO(columns << " columns");
+    const auto w = normal_values({16, columns}, 82), bias = normal_values({columns}, 83);
+    std::vector<MeshPtr> meshes = op_meshes();
+    meshes.insert(meshes.begin(), MeshPtr{});
+    for (const auto& mesh : meshes) {
+      INFO((mesh ? mesh->to_string() : std::string("no mesh")));
+      const nnx::PartitionSpec rows = mesh ? (mesh->ndim() == 1 ? P("x") : P("a")) : P();
+      for (const auto& x_spec : {P(), rows}) {
+        check_matmul(mesh, {x, x_spec}, {w});
+        check_matmul(mesh, {x3, x_spec}, {w});
+        check_op(
+            mesh, {{x, x_spec}, {w}, {bias}},
+            [](const std::vector<Array>& in) { return nnx::linear(in[0], in[1], in[2]); },
+            [](const std::vector<at::Tensor>& t) { return torch::matmul(t[0], t[1]) + t[2]; });
+        check_op(
+            mesh, {{x3, x_spec}, {w}, {bias}},
+            [](const std::vector<Array>& in) { return nnx::linear(in[0], in[1], in[2]); },
+            [](const std::vector<at::Tensor>& t) { return torch::matmul(t[0], t[1]) + t[2]; });
+      }
+    }
+  }
+}
