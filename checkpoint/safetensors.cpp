@@ -2,12 +2,15 @@
 #include <nnx/checkpoint/crc32c.h>
 #include <nnx/checkpoint/dtype.h>
 #include <nnx/checkpoint/detail/parse_util.h>
+#include <nnx/checkpoint/detail/write_pace.h>
 #include <nnx/checkpoint/safetensors.h>
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <set>
+#include <thread>
 
 namespace nnx::checkpoint {
 namespace {
@@ -190,11 +193,14 @@ void SafetensorsWriter::next_tensor() {
 void SafetensorsWriter::write(const void* data, uint64_t n) {
   NNX_CHECK(!finished_, "'{}' is already finished", path_);
   const auto* bytes = static_cast<const unsigned char*>(data);
+  const double pace = detail::write_pace();
   while (n > 0) {
     while (left_ == 0) next_tensor();
-    const uint64_t k = std::min(n, left_);
+    const uint64_t k = std::min({n, left_, pace > 0 ? detail::kPacedPieceBytes : n});
+    const auto started = std::chrono::steady_clock::now();
     written_.back().crc32c = crc32c(bytes, k, written_.back().crc32c);
     out_->write(bytes, k);
+    if (pace > 0) std::this_thread::sleep_for((std::chrono::steady_clock::now() - started) * pace);
     bytes += k;
     n -= k;
     left_ -= k;

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <nnx/checkpoint/crc32c.h>
+#include <nnx/checkpoint/detail/write_pace.h>
 #include <nnx/checkpoint/safetensors.h>
 #include <nnx/core/error.h>
 
@@ -11,6 +12,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include "format_test_util.h"
@@ -99,6 +101,39 @@ TEST_CASE("a written safetensors file reads back with its header, bytes and chec
   }
   CHECK(written[4].crc32c == 0xE3069283u);  // CRC-32C of "123456789"
   CHECK(written[2].crc32c == 0u);
+}
+
+TEST_CASE("a paced writer (a background save's) writes the same bytes and checksums in pieces, "
+          "pausing between them") {
+  TempDir dir;
+  // 2.5 pieces, then a tensor that starts inside the third piece.
+  namespace pacing = nnx::checkpoint::detail;
+  const auto floats = static_cast<int64_t>(pacing::kPacedPieceBytes * 5 / 2 / sizeof(float));
+  std::vector<float> big(static_cast<size_t>(floats));
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i % 977) - 3.5f;
+  const double tail[3] = {1.5, -2, 1e300};
+  const std::vector<TensorToWrite> tensors{{"big", "F32", {floats}, big.data(), big.size() * 4},
+                                           {"tail", "F64", {3}, tail, sizeof tail}};
+  const auto plain = write_safetensors(dir.file("plain.safetensors"), tensors);
+  std::vector<WrittenTensor> paced;
+  double pace_seen = -1;
+  std::thread([&] {
+    pacing::set_write_pace(0.5);
+    paced = write_safetensors(dir.file("paced.safetensors"), tensors);
+    pace_seen = pacing::write_pace();
+  }).join();
+  CHECK(pace_seen == 0.5);
+  CHECK(pacing::write_pace() == 0);  // per thread: this one never paced
+  REQUIRE(paced.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(paced[i].file_offset == plain[i].file_offset);
+    CHECK(paced[i].nbytes == plain[i].nbytes);
+    CHECK(paced[i].crc32c == plain[i].crc32c);
+  }
+  CHECK(paced[0].crc32c == crc32c(big.data(), big.size() * 4));
+  InputFile a(dir.file("plain.safetensors")), b(dir.file("paced.safetensors"));
+  REQUIRE(a.size() == b.size());
+  CHECK(a.read_string(0, a.size()) == b.read_string(0, b.size()));
 }
 
 TEST_CASE("a hand-built safetensors file parses with tensors sorted by offset") {

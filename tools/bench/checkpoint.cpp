@@ -2,7 +2,8 @@
 // write()+fsync / read() of each rank's bytes (ratio = nnx s / plain s); train steps during an
 // async save. Run: mpirun -np 8 bench_checkpoint [gib=2]. Restore's peak RSS, in fresh processes:
 // mpirun -np 8 bench_checkpoint write DIR [gib=2], then restore-rss DIR [other|same]; rm -rf DIR
-// Train steps during an async save alone, repeated: mpirun -np 8 bench_checkpoint train [gib] [n]
+// Train steps during an async save alone, repeated: mpirun -np 8 bench_checkpoint train [gib] [n].
+// Files go to /tmp/nnx_bench_ckpt, or to NNX_BENCH_CKPT_DIR where set.
 #include <nnx/nnx.h>
 
 #include <torch/torch.h>
@@ -16,6 +17,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -328,7 +330,9 @@ int main(int argc, char** argv) {
   const bool train_only = mode == "train";  // only part 4, repeated `repeats` times
   const double gib = argc > 1 + train_only ? std::stod(argv[1 + train_only]) : 2.0;
   const int repeats = train_only && argc > 3 ? std::stoi(argv[3]) : 1;
-  const std::string root = "/tmp/nnx_bench_ckpt";  // removed at the end
+  // Removed at the end; NNX_BENCH_CKPT_DIR picks another file system.
+  const char* root_env = std::getenv("NNX_BENCH_CKPT_DIR");
+  const std::string root = root_env ? root_env : "/tmp/nnx_bench_ckpt";
   if (world.rank() == 0) {
     fs::remove_all(root);
     fs::create_directories(root + "/plain");

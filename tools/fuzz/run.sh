@@ -12,7 +12,7 @@ flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recov
        -I"$build/inc")
 # The torch-free format layer only (checkpoint/ also holds the torch-based save and restore).
 sources=("$root/core/error.cpp" "$root/checkpoint/detail/parse_util.cpp"
-         "$root/checkpoint/detail/tiling.cpp")
+         "$root/checkpoint/detail/tiling.cpp" "$root/checkpoint/detail/write_pace.cpp")
 for f in crc32c dtype file_io safetensors manifest; do
   sources+=("$root/checkpoint/$f.cpp")
 done

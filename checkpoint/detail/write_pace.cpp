@@ -1,0 +1,13 @@
+// The calling thread's write pace.
+#include <nnx/checkpoint/detail/write_pace.h>
+
+namespace nnx::checkpoint::detail {
+
+namespace {
+thread_local double pace_of_this_thread = 0;
+}  // namespace
+
+void set_write_pace(double pace) { pace_of_this_thread = pace > 0 ? pace : 0; }
+double write_pace() { return pace_of_this_thread; }
+
+}  // namespace nnx::checkpoint::detail
