@@ -2,6 +2,7 @@
 #include <nnx/sharding/array.h>
 #include <nnx/sharding/lazy_array.h>
 #include <nnx/core/error.h>
+#include <nnx/sharding/detail/hash_mix.h>
 #include <nnx/sharding/spec_check.h>
 
 #include <torch/torch.h>
@@ -42,18 +43,17 @@ bool is_block_shape(at::IntArrayRef sizes, const Shape& shape, const PartitionSp
 }  // namespace
 
 namespace {
-uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull; }
 uint64_t mix_axes(uint64_t h, const std::vector<std::string>& axes) {
-  h = mix(h, axes.size());
-  for (const auto& axis : axes) h = mix(h, std::hash<std::string>{}(axis));
+  h = detail::hash_mix(h, axes.size());
+  for (const auto& axis : axes) h = detail::hash_mix(h, std::hash<std::string>{}(axis));
   return h;
 }
 }  // namespace
 
 ArrayLayout::ArrayLayout(Shape shape, PartitionSpec spec, std::vector<std::string> partial_axes)
     : shape_(std::move(shape)), spec_(std::move(spec)), partial_axes_(std::move(partial_axes)) {
-  uint64_t h = mix(0xcbf29ce484222325ull, shape_.size());
-  for (int64_t n : shape_) h = mix(h, static_cast<uint64_t>(n));
+  uint64_t h = detail::hash_mix(detail::kHashSeed, shape_.size());
+  for (int64_t n : shape_) h = detail::hash_mix(h, static_cast<uint64_t>(n));
   const auto& entries = spec_.entries();
   for (size_t d = 0; d < shape_.size(); ++d)
     h = mix_axes(h, d < entries.size() ? entries[d].names() : std::vector<std::string>{});

@@ -112,11 +112,8 @@ Array make_result(at::Tensor local, Shape shape, const std::shared_ptr<const Mes
 }
 
 bool all_replicated(std::initializer_list<const Array*> arrays) {
-  for (const Array* a : arrays) {
-    if (!a->partial_axes().empty()) return false;
-    for (const auto& e : a->spec().entries())
-      if (!e.names().empty()) return false;
-  }
+  for (const Array* a : arrays)
+    if (!a->is_fully_replicated()) return false;
   return true;
 }
 

@@ -1,4 +1,5 @@
 // The per-thread plan cache (see plan_cache.h).
+#include <nnx/sharding/detail/hash_mix.h>
 #include <nnx/sharding/detail/plan_cache.h>
 #include <nnx/sharding/spec_check.h>
 
@@ -23,8 +24,6 @@ struct Entry {
 
 thread_local std::unordered_multimap<uint64_t, Entry> plans;
 
-uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull; }
-
 // Whether `a` is laid out as `layout` (a spec shorter than the shape leaves the rest whole).
 bool same_layout(const Layout& layout, const Array& a) {
   if (layout.shape != a.shape() || layout.partial != a.partial_axes()) return false;
@@ -40,8 +39,8 @@ bool same_layout(const Layout& layout, const Array& a) {
 
 uint64_t plan_key(std::string_view op, int64_t argument,
                   std::initializer_list<const Array*> inputs) {
-  uint64_t h = mix(std::hash<std::string_view>{}(op), static_cast<uint64_t>(argument));
-  for (const Array* a : inputs) h = mix(h, a->layout()->hash());
+  uint64_t h = hash_mix(std::hash<std::string_view>{}(op), static_cast<uint64_t>(argument));
+  for (const Array* a : inputs) h = hash_mix(h, a->layout()->hash());
   return h;
 }
 
