@@ -19,13 +19,15 @@ namespace {
 // CPU BLAS multiplies by a row-major right operand with few columns (2 to 11) up to 5x slower than
 // by its transpose (measured at batch 32 to 1024), in the GEMM and in the kernel's gradient alike.
 constexpr int64_t kNarrowColumns = 12;
+// Below this many rows of x the GEMM is too small for the order to matter; keep w as it is.
+constexpr int64_t kMinRows = 12;
 
 // The right operand of x @ w, column-major where w is narrow: autograd then computes w's
 // gradient as (g^T x)^T, the fast orientation too. Costs one copy of w, which is small.
 at::Tensor gemm_right_operand(const at::Tensor& x, const at::Tensor& w) {
   const bool narrow = w.dim() == 2 && w.size(1) > 1 && w.size(1) < kNarrowColumns &&
                       w.is_cpu() && w.is_floating_point() && w.is_contiguous() &&
-                      x.numel() >= kNarrowColumns * x.size(-1);
+                      x.numel() >= kMinRows * x.size(-1);
   return narrow ? w.t().contiguous().t() : w;
 }
 
