@@ -369,6 +369,75 @@ void Communicator::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
   if (!buffer.is_same(tensor)) tensor.copy_(buffer);
 }
 
+namespace {
+
+// The engine's part of the all_gather, reduce_scatter and all_to_all forms, after agree(): dim
+// 0 of contiguous buffers, which lie in member order already.
+
+void gather_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const at::Tensor& out,
+                 const at::Tensor& local) {
+  if (engine) return engine->all_gather(local, out);
+  run(c, c.name, "all_gather", [&](MPI_Request* r) {
+    const int count = count_of(local.numel() * local.element_size(), "all_gather");
+    return r ? MPI_Iallgather(local.data_ptr(), count, MPI_BYTE, out.data_ptr(), count, MPI_BYTE,
+                              c.comm, r)
+             : MPI_Allgather(local.data_ptr(), count, MPI_BYTE, out.data_ptr(), count, MPI_BYTE,
+                             c.comm);
+  });
+}
+
+void scatter_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const at::Tensor& out,
+                  const at::Tensor& stacked) {
+  if (engine) return engine->reduce_scatter(stacked, out);
+  run(c, c.name, "reduce_scatter", [&](MPI_Request* r) {
+    const int count = count_of(out.numel(), "reduce_scatter");
+    const MPI_Datatype type = mpi_type(out.scalar_type(), "reduce_scatter");
+    return r ? MPI_Ireduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
+                                         c.comm, r)
+             : MPI_Reduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
+                                        c.comm);
+  });
+}
+
+void exchange_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const at::Tensor& out,
+                   const at::Tensor& send) {
+  if (engine) return engine->all_to_all(send, out);
+  run(c, c.name, "all_to_all", [&](MPI_Request* r) {
+    const int count = count_of(send.numel() / c.size * send.element_size(), "all_to_all");
+    return r ? MPI_Ialltoall(send.data_ptr(), count, MPI_BYTE, out.data_ptr(), count, MPI_BYTE,
+                             c.comm, r)
+             : MPI_Alltoall(send.data_ptr(), count, MPI_BYTE, out.data_ptr(), count, MPI_BYTE,
+                            c.comm);
+  });
+}
+
+// A buffer for a collective's output: from the reuse cache on CPU, fresh on a device.
+at::Tensor output_buffer(detail::DeviceEngine* engine, at::IntArrayRef sizes,
+                         const at::TensorOptions& options) {
+  return engine ? at::empty(sizes, options) : comm_buffer(sizes, options);
+}
+
+// An `_into` call's output: contiguous, on the input's device, of its dtype, with `numel`
+// elements (any shape: [size * n, ...] and [size, n, ...] both serve).
+void check_output(const at::Tensor& out, const at::Tensor& in, int64_t numel, const char* who) {
+  if (out.is_contiguous() && out.scalar_type() == in.scalar_type() &&
+      out.device() == in.device() && out.numel() == numel)
+    return;
+  detail::throw_error(who, fmt::format("the output must be a contiguous {} tensor on {} with {} "
+                                       "elements; got {} ({}) on {}{}",
+                                       c10::toString(in.scalar_type()), in.device().str(), numel,
+                                       c10::toString(out.scalar_type()),
+                                       fmt::join(out.sizes(), ", "), out.device().str(),
+                                       out.is_contiguous() ? "" : ", not contiguous"));
+}
+
+// Writes `result` (the collective's values, or the input in a group of one) into `out`.
+void copy_into(const at::Tensor& out, const at::Tensor& result) {
+  at::Tensor(out).copy_(result.reshape(out.sizes()));
+}
+
+}  // namespace
+
 at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const {
   detail::DeviceEngine* engine = device_engine(*impl_, tensor, "all_gather");
   if (!engine && staged(*impl_, tensor, "all_gather"))
@@ -376,24 +445,27 @@ at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const
   dim = normalize_dim(dim, std::max<int64_t>(tensor.dim(), 1), "all_gather");
   agree(*impl_, "all_gather", tensor, dim);
   if (impl_->size == 1) return tensor;
-  at::Tensor local = tensor.contiguous();
-  auto sizes = local.sizes().vec();
-  sizes.insert(sizes.begin(), impl_->size);
-  at::Tensor stacked =
-      engine ? at::empty(sizes, local.options()) : comm_buffer(sizes, local.options());
-  int64_t bytes = local.numel() * static_cast<int64_t>(local.element_size());
-  if (engine) {
-    engine->all_gather(local, stacked);
-  } else run(*impl_, name_, "all_gather", [&](MPI_Request* r) {
-    const int count = count_of(bytes, "all_gather");
-    return r ? MPI_Iallgather(local.data_ptr(), count, MPI_BYTE, stacked.data_ptr(), count,
-                              MPI_BYTE, impl_->comm, r)
-             : MPI_Allgather(local.data_ptr(), count, MPI_BYTE, stacked.data_ptr(), count,
-                             MPI_BYTE, impl_->comm);
-  });
-  if (tensor.dim() == 0) return stacked;
-  if (dim == 0) return stacked.flatten(0, 1);  // already in place: no copy
-  return torch::cat(stacked.unbind(0), dim);
+  // Along dim 0 the gathered rows are the output itself; along another dim they are stacked
+  // first, then concatenated.
+  auto sizes = tensor.sizes().vec();
+  if (tensor.dim() == 0 || dim != 0)
+    sizes.insert(sizes.begin(), impl_->size);
+  else
+    sizes[0] *= impl_->size;
+  at::Tensor out = output_buffer(engine, sizes, tensor.options());
+  gather_rows(*impl_, engine, out, tensor.contiguous());
+  if (tensor.dim() == 0 || dim == 0) return out;
+  return torch::cat(out.unbind(0), dim);
+}
+
+void Communicator::all_gather_into(const at::Tensor& out, const at::Tensor& tensor) const {
+  detail::DeviceEngine* engine = device_engine(*impl_, tensor, "all_gather_into");
+  check_output(out, tensor, tensor.numel() * impl_->size, "all_gather_into");
+  if (!engine && staged(*impl_, tensor, "all_gather_into"))
+    return copy_into(out, all_gather(tensor.cpu(), 0));
+  agree(*impl_, "all_gather", tensor, 0);
+  if (impl_->size == 1) return copy_into(out, tensor);
+  gather_rows(*impl_, engine, out, tensor.contiguous());
 }
 
 at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) const {
@@ -409,30 +481,33 @@ at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) c
   at::Tensor input =
       detail::reduced_in_float(tensor.scalar_type()) ? tensor.to(at::kFloat) : tensor;
   // Chunks along dim 0 of a contiguous tensor already lie in member order (no copy).
-  at::Tensor stacked;
-  if (dim == 0 && input.is_contiguous()) {
-    auto sizes = input.sizes().vec();
+  const bool in_order = dim == 0 && input.is_contiguous();
+  at::Tensor stacked =
+      in_order ? input : torch::stack(input.chunk(impl_->size, dim), 0).contiguous();
+  auto sizes = input.sizes().vec();
+  if (in_order) {
     sizes[0] /= impl_->size;
-    sizes.insert(sizes.begin(), impl_->size);
-    stacked = input.view(sizes);
   } else {
-    stacked = torch::stack(input.chunk(impl_->size, dim), 0).contiguous();
+    sizes = stacked.sizes().vec();
+    sizes.erase(sizes.begin());
   }
-  auto chunk_sizes = stacked.sizes().vec();
-  chunk_sizes.erase(chunk_sizes.begin());
-  at::Tensor out = engine ? at::empty(chunk_sizes, stacked.options())
-                          : comm_buffer(chunk_sizes, stacked.options());
-  if (engine) {
-    engine->reduce_scatter(stacked, out);
-  } else run(*impl_, name_, "reduce_scatter", [&](MPI_Request* r) {
-    const int count = count_of(out.numel(), "reduce_scatter");
-    const MPI_Datatype type = mpi_type(out.scalar_type(), "reduce_scatter");
-    return r ? MPI_Ireduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
-                                         impl_->comm, r)
-             : MPI_Reduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
-                                        impl_->comm);
-  });
-  return out.to(tensor.scalar_type());
+  at::Tensor out = output_buffer(engine, sizes, input.options());
+  scatter_rows(*impl_, engine, out, stacked);
+  return out.scalar_type() == tensor.scalar_type() ? out : out.to(tensor.scalar_type());
+}
+
+void Communicator::reduce_scatter_into(const at::Tensor& out, const at::Tensor& tensor) const {
+  detail::DeviceEngine* engine = device_engine(*impl_, tensor, "reduce_scatter_into");
+  NNX_CHECK(tensor.numel() % impl_->size == 0,
+            "reduce_scatter_into: {} elements do not split evenly over {} members",
+            tensor.numel(), impl_->size);
+  check_output(out, tensor, tensor.numel() / impl_->size, "reduce_scatter_into");
+  if ((!engine && staged(*impl_, tensor, "reduce_scatter_into")) ||
+      detail::reduced_in_float(tensor.scalar_type()))
+    return copy_into(out, reduce_scatter(tensor.reshape({-1}), 0));
+  agree(*impl_, "reduce_scatter", tensor, 0);
+  if (impl_->size == 1) return copy_into(out, tensor);
+  scatter_rows(*impl_, engine, out, tensor.contiguous());
 }
 
 at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
@@ -452,27 +527,30 @@ at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
   at::Tensor send = split_dim == 0 && tensor.is_contiguous()
                         ? tensor
                         : torch::stack(tensor.chunk(impl_->size, split_dim), 0).contiguous();
-  at::Tensor received = engine ? at::empty({send.numel()}, send.options())
-                               : comm_buffer({send.numel()}, send.options());
-  int64_t bytes = send.numel() / impl_->size * static_cast<int64_t>(send.element_size());
-  if (engine) {
-    engine->all_to_all(send, received);
-  } else run(*impl_, name_, "all_to_all", [&](MPI_Request* r) {
-    const int count = count_of(bytes, "all_to_all");
-    return r ? MPI_Ialltoall(send.data_ptr(), count, MPI_BYTE, received.data_ptr(), count,
-                             MPI_BYTE, impl_->comm, r)
-             : MPI_Alltoall(send.data_ptr(), count, MPI_BYTE, received.data_ptr(), count,
-                            MPI_BYTE, impl_->comm);
-  });
   auto chunk = tensor.sizes().vec();
   chunk[split_dim] /= impl_->size;
-  if (concat_dim == 0) {
-    auto out = chunk;
-    out[0] *= impl_->size;
-    return received.view(out);
-  }
-  chunk.insert(chunk.begin(), impl_->size);
-  return torch::cat(received.view(chunk).unbind(0), concat_dim);
+  auto sizes = chunk;
+  if (concat_dim == 0)
+    sizes[0] *= impl_->size;
+  else
+    sizes.insert(sizes.begin(), impl_->size);
+  at::Tensor received = output_buffer(engine, sizes, send.options());
+  exchange_rows(*impl_, engine, received, send);
+  if (concat_dim == 0) return received;
+  return torch::cat(received.unbind(0), concat_dim);
+}
+
+void Communicator::all_to_all_into(const at::Tensor& out, const at::Tensor& tensor) const {
+  detail::DeviceEngine* engine = device_engine(*impl_, tensor, "all_to_all_into");
+  NNX_CHECK(tensor.numel() % impl_->size == 0,
+            "all_to_all_into: {} elements do not split evenly over {} members", tensor.numel(),
+            impl_->size);
+  check_output(out, tensor, tensor.numel(), "all_to_all_into");
+  if (!engine && staged(*impl_, tensor, "all_to_all_into"))
+    return copy_into(out, all_to_all(tensor.cpu().reshape({-1}), 0, 0));
+  agree(*impl_, "all_to_all", tensor, 0);
+  if (impl_->size == 1) return copy_into(out, tensor);
+  exchange_rows(*impl_, engine, out, tensor.contiguous());
 }
 
 void Communicator::broadcast_(at::Tensor& tensor, int root) const {

@@ -58,6 +58,14 @@ class Communicator {
   // Splits along split_dim into size() chunks, sends chunk j to member j, and concatenates the
   // received chunks along concat_dim in member order.
   at::Tensor all_to_all(const at::Tensor& tensor, int64_t split_dim, int64_t concat_dim) const;
+  // The same three along dim 0, into an output the caller keeps (as PyTorch's
+  // all_gather_into_tensor, reduce_scatter_tensor and all_to_all_single): the tensors are taken
+  // flat, in size() equal parts. `out` is contiguous, of the input's dtype and device, with
+  // size() times (all_gather_into), 1/size() times (reduce_scatter_into, a sum) or as many
+  // (all_to_all_into) elements, in any shape. No output buffer is allocated.
+  void all_gather_into(const at::Tensor& out, const at::Tensor& tensor) const;
+  void reduce_scatter_into(const at::Tensor& out, const at::Tensor& tensor) const;
+  void all_to_all_into(const at::Tensor& out, const at::Tensor& tensor) const;
   // In place: every member ends with root's tensor.
   void broadcast_(at::Tensor& tensor, int root = 0) const;
   // jax.lax.ppermute: pairs (source, destination); a member no pair sends to gets zeros.

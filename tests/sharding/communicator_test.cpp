@@ -54,6 +54,62 @@ TEST_CASE("world collectives equal their definitions", "[ranks2][ranks4][ranks8]
   CHECK(torch::equal(maxed, torch::full({2}, static_cast<double>(n - 1))));
 }
 
+TEST_CASE("the _into forms write the returning forms' values into the caller's output",
+          "[ranks2][ranks4][ranks8]") {
+  auto world = nnx::Communicator::world();
+  const int n = world.size(), me = world.rank();
+  for (auto dtype : {at::kDouble, at::kFloat, at::kLong, at::kBFloat16}) {
+    const auto opts = torch::TensorOptions().dtype(dtype);
+    auto x = contribution(me, {2 * n, 3}, dtype);
+    std::vector<at::Tensor> all;
+    at::Tensor sum = torch::zeros({2 * n, 3}, torch::kDouble);
+    for (int r = 0; r < n; ++r) {
+      all.push_back(contribution(r, {2 * n, 3}, dtype));
+      sum += all.back().to(torch::kDouble);
+    }
+    // Gathered rows, as [n * rows, 3] or stacked [n, rows, 3]: the output keeps its memory.
+    auto gathered = torch::full({2 * n * n, 3}, -1, opts);
+    const void* memory = gathered.data_ptr();
+    world.all_gather_into(gathered, x);
+    CHECK(gathered.data_ptr() == memory);
+    CHECK(torch::equal(gathered, torch::cat(all, 0)));
+    auto stacked = torch::full({n, 2 * n, 3}, -1, opts);
+    world.all_gather_into(stacked, x);
+    CHECK(torch::equal(stacked, torch::stack(all, 0)));
+
+    // Member me keeps rows [2 me, 2 me + 2) of the sum (bfloat16 summed in float32).
+    auto part = torch::full({2, 3}, -1, opts);
+    world.reduce_scatter_into(part, x);
+    CHECK(torch::equal(part.to(torch::kDouble),
+                       sum.to(dtype).to(torch::kDouble).slice(0, 2 * me, 2 * me + 2)));
+
+    // Rows [2 j, 2 j + 2) go to member j; received parts lie in member order.
+    std::vector<at::Tensor> received;
+    for (int r = 0; r < n; ++r) received.push_back(all[r].slice(0, 2 * me, 2 * me + 2));
+    auto exchanged = torch::full({2 * n, 3}, -1, opts);
+    world.all_to_all_into(exchanged, x);
+    CHECK(torch::equal(exchanged, torch::cat(received, 0)));
+  }
+  // A non-contiguous input is taken in its logical order.
+  auto x = contribution(me, {3, 2 * n}).t();
+  auto part = torch::empty({2, 3}, torch::kDouble);
+  world.reduce_scatter_into(part, x);
+  CHECK(torch::equal(part, world.reduce_scatter(x.contiguous(), 0)));
+
+  auto y = contribution(me, {n, 2});
+  CHECK_THROWS_WITH(world.all_gather_into(torch::empty({n * 2 + 1}, torch::kDouble), y),
+                    Contains("the output must be a contiguous Double tensor on cpu with") &&
+                        Contains("got Double (" + std::to_string(n * 2 + 1) + ")"));
+  CHECK_THROWS_WITH(world.all_to_all_into(torch::empty({n, 2}, torch::kFloat), y),
+                    Contains("got Float"));
+  auto strided = torch::empty({2, 2}, torch::kDouble).slice(1, 0, 1);  // 2 elements, stride 2
+  CHECK_THROWS_WITH(world.reduce_scatter_into(strided, y), Contains("not contiguous"));
+  // Still in step after the errors.
+  auto ok = torch::empty({n, 2}, torch::kDouble);
+  world.all_to_all_into(ok, y);
+  CHECK(ok.select(0, 0).equal(contribution(0, {n, 2}).select(0, me)));
+}
+
 TEST_CASE("permute sends along the pairs and zero-fills the rest", "[ranks2][ranks4][ranks8]") {
   auto world = nnx::Communicator::world();
   const int n = world.size(), me = world.rank();
@@ -87,6 +143,13 @@ TEST_CASE("a world of one makes every collective the identity") {
   CHECK(torch::equal(world.all_gather(x, 1), x));
   CHECK(torch::equal(world.reduce_scatter(x, 0), x));
   CHECK(torch::equal(world.all_to_all(x, 0, 1), x));
+  auto out = torch::empty({3, 2});
+  world.all_gather_into(out, x);
+  CHECK(torch::equal(out, x.reshape({3, 2})));
+  world.reduce_scatter_into(out, x * 2);
+  CHECK(torch::equal(out, x.reshape({3, 2}) * 2));
+  world.all_to_all_into(out, x * 3);
+  CHECK(torch::equal(out, x.reshape({3, 2}) * 3));
   CHECK(torch::equal(world.permute(x, {{0, 0}}), x));
   CHECK(torch::equal(world.permute(x, {}), torch::zeros_like(x)));
 }

@@ -1,6 +1,12 @@
 // Collective throughput of nnx's Communicator against raw MPI calls on the same bytes, for
-// sizes 4 KiB to 64 MiB. Run under mpirun -np 2 or 4. Prints one JSON line per (op, size):
-// medians over repetitions and the ratio nnx / MPI (1.0 = no overhead).
+// sizes 4 KiB to 64 MiB. Run under mpirun -np 2 or 4. Prints one JSON line per (op, size).
+//
+// Allocation policy, stated per column:
+//   mpi       MPI into buffers allocated once, before timing;
+//   into      nnx's in-place or _into forms into the same kind of buffers (like with like);
+//   returning nnx's forms that return a new tensor, taken from nnx's buffer cache.
+// Each sample times a batch of back-to-back calls after a barrier (per-call time = batch time /
+// calls); the three systems alternate batch by batch so drift touches all alike; medians.
 #include <nnx/nnx.h>
 
 #include <mpi.h>
@@ -8,7 +14,18 @@
 
 #include <fmt/format.h>
 
-#include "bench_util.h"
+#include <algorithm>
+#include <chrono>
+#include <functional>
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   auto world = nnx::Communicator::world();
@@ -16,46 +33,68 @@ int main(int argc, char** argv) {
   const int64_t max_bytes = argc > 1 ? std::stoll(argv[1]) : (64LL << 20);
   for (int64_t bytes = 4 << 10; bytes <= max_bytes; bytes *= 4) {
     const int64_t count = bytes / 4;  // float32 elements, a multiple of n for n in 1, 2, 4
-    const int reps = bytes <= (1 << 20) ? 50 : 10;
+    const int calls = std::clamp<int>(static_cast<int>((1 << 20) / bytes), 1, 100);
+    const int samples = bytes <= (1 << 20) ? 30 : 10;
     auto x = torch::randn({count});
     auto y = torch::empty({count});
+    auto part = torch::empty({count / n});
     auto gathered = torch::empty({count * n});
     const int c = static_cast<int>(count);
-    auto sync = [&] { MPI_Barrier(MPI_COMM_WORLD); };
     struct Op {
       const char* name;
-      std::function<void()> nnx_call, mpi_call;
+      std::function<void()> mpi, into, returning;
     };
     std::vector<Op> ops{
-        {"all_reduce", [&] { y.copy_(x); world.all_reduce_(y); },
-         [&] {
-           y.copy_(x);
-           MPI_Allreduce(MPI_IN_PLACE, y.data_ptr(), c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-         }},
-        {"all_gather", [&] { (void)world.all_gather(x, 0); },
+        {"all_reduce",
+         [&] { MPI_Allreduce(MPI_IN_PLACE, y.data_ptr(), c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); },
+         [&] { world.all_reduce_(y); }, nullptr},
+        {"all_gather",
          [&] {
            MPI_Allgather(x.data_ptr(), c, MPI_FLOAT, gathered.data_ptr(), c, MPI_FLOAT,
                          MPI_COMM_WORLD);
-         }},
-        {"reduce_scatter", [&] { (void)world.reduce_scatter(x, 0); },
+         },
+         [&] { world.all_gather_into(gathered, x); }, [&] { (void)world.all_gather(x, 0); }},
+        {"reduce_scatter",
          [&] {
-           MPI_Reduce_scatter_block(x.data_ptr(), y.data_ptr(), c / n, MPI_FLOAT, MPI_SUM,
+           MPI_Reduce_scatter_block(x.data_ptr(), part.data_ptr(), c / n, MPI_FLOAT, MPI_SUM,
                                     MPI_COMM_WORLD);
-         }},
-        {"all_to_all", [&] { (void)world.all_to_all(x, 0, 0); },
+         },
+         [&] { world.reduce_scatter_into(part, x); },
+         [&] { (void)world.reduce_scatter(x, 0); }},
+        {"all_to_all",
          [&] {
            MPI_Alltoall(x.data_ptr(), c / n, MPI_FLOAT, y.data_ptr(), c / n, MPI_FLOAT,
                         MPI_COMM_WORLD);
-         }},
+         },
+         [&] { world.all_to_all_into(y, x); }, [&] { (void)world.all_to_all(x, 0, 0); }},
     };
     for (auto& op : ops) {
-      double t_nnx = nnx_bench::median_seconds([&] { sync(); op.nnx_call(); }, reps);
-      double t_mpi = nnx_bench::median_seconds([&] { sync(); op.mpi_call(); }, reps);
-      if (world.rank() == 0)
-        fmt::print(
-            "{{\"bench\": \"collectives\", \"op\": \"{}\", \"ranks\": {}, \"bytes\": {}, "
-            "\"nnx_ms\": {:.4f}, \"mpi_ms\": {:.4f}, \"ratio\": {:.3f}, \"nnx_GBps\": {:.3f}}}\n",
-            op.name, n, bytes, t_nnx * 1e3, t_mpi * 1e3, t_nnx / t_mpi, bytes / t_nnx / 1e9);
+      std::vector<std::function<void()>*> systems{&op.mpi, &op.into};
+      if (op.returning) systems.push_back(&op.returning);
+      std::vector<std::vector<double>> times(systems.size());
+      auto batch = [&](std::function<void()>& call) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < calls; ++i) call();
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+               calls;
+      };
+      for (auto* s : systems) batch(*s);  // warm-up: caches, first-touch pages
+      for (int k = 0; k < samples; ++k)
+        for (size_t s = 0; s < systems.size(); ++s) times[s].push_back(batch(*systems[s]));
+      const double mpi = median(times[0]), into = median(times[1]);
+      if (world.rank() != 0) continue;
+      std::string line = fmt::format(
+          "{{\"bench\": \"collectives\", \"op\": \"{}\", \"ranks\": {}, \"bytes\": {}, "
+          "\"calls_per_sample\": {}, \"mpi_us\": {:.2f}, \"into_us\": {:.2f}, \"into_ratio\": "
+          "{:.3f}",
+          op.name, n, bytes, calls, mpi * 1e6, into * 1e6, into / mpi);
+      if (op.returning) {
+        const double returning = median(times[2]);
+        line += fmt::format(", \"returning_us\": {:.2f}, \"returning_ratio\": {:.3f}",
+                            returning * 1e6, returning / mpi);
+      }
+      fmt::print("{}}}\n", line);
     }
   }
   return 0;
