@@ -7,6 +7,7 @@
 #include <nnx/sharding/detail/collective_wait.h>
 #include <nnx/sharding/detail/collective_watchdog.h>
 #include <nnx/sharding/detail/device_engine.h>
+#include <nnx/sharding/detail/fingerprint_board.h>
 #include <nnx/sharding/detail/live_communicators.h>
 #include <nnx/sharding/detail/stall_probe.h>
 #include <nnx/sharding/world.h>
@@ -43,6 +44,10 @@ struct CommImpl {
   // The engine for CUDA tensors, chosen at the first CUDA collective (null: host staging).
   bool device_engine_chosen = false;
   std::shared_ptr<DeviceEngine> device_engine;
+  // Where members compare fingerprints in shared memory, opened at the first fingerprinted
+  // collective (null: members on several machines, who compare by all-reduce).
+  bool board_opened = false;
+  std::unique_ptr<FingerprintBoard> board;
   ~CommImpl() {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -144,9 +149,10 @@ MPI_Op mpi_op(ReduceOp op) {
 }
 
 
-// Always on unless NNX_COLLECTIVE_FINGERPRINT=0: one small all-reduce compares a hash of the
-// call (op, dtype, shape, argument) across members, so mismatches that would silently give
-// garbage become errors; the full comparison below then names what each rank called.
+// Always on unless NNX_COLLECTIVE_FINGERPRINT=0: members compare a hash of the call (op, dtype,
+// shape, argument) before any data moves, on the fingerprint board where they share a machine,
+// else by one small all-reduce; so mismatches that would silently give garbage become errors,
+// and the full comparison below then names what each rank called.
 bool fingerprinting() {
   static const bool on = [] {
     const char* env = std::getenv("NNX_COLLECTIVE_FINGERPRINT");
@@ -155,8 +161,17 @@ bool fingerprinting() {
   return on;
 }
 
-bool fingerprints_match(const detail::CommImpl& c, const char* op, const at::Tensor& t,
-                        int64_t extra) {
+// NNX_FINGERPRINT_BOARD=0 compares by all-reduce even where members share a machine.
+bool board_allowed() {
+  static const bool allowed = [] {
+    const char* env = std::getenv("NNX_FINGERPRINT_BOARD");
+    return env == nullptr || std::string(env) != "0";
+  }();
+  return allowed;
+}
+
+bool fingerprints_match(detail::CommImpl& c, uint64_t sequence, const char* op,
+                        const at::Tensor& t, int64_t extra) {
   uint64_t h = std::hash<std::string_view>{}(op);
   auto mix = [&h](uint64_t v) {  // splitmix64's finalizer: every input bit reaches every output bit
     h = (h ^ v) + 0x9E3779B97F4A7C15ull;
@@ -168,6 +183,12 @@ bool fingerprints_match(const detail::CommImpl& c, const char* op, const at::Ten
   mix(static_cast<uint64_t>(extra));
   mix(static_cast<uint64_t>(t.dim()));
   for (int64_t d = 0; d < t.dim(); ++d) mix(static_cast<uint64_t>(t.size(d)));
+  if (!c.board_opened) {
+    if (board_allowed())
+      c.board = detail::FingerprintBoard::open(c.comm, c.rank, c.size, op, c.name);
+    c.board_opened = true;
+  }
+  if (c.board) return c.board->agree(sequence, h, c.comm, op, c.name);
   const int64_t fp = static_cast<int64_t>(h >> 1);  // non-negative, so -fp is safe
   std::array<int64_t, 2> both{fp, -fp};             // max of fp and of -fp: min == max?
   run(c, c.name, op, [&](MPI_Request* r) {
@@ -232,7 +253,7 @@ void agree(detail::CommImpl& c, const char* op, const at::Tensor& t, int64_t ext
   bool fingerprints_differ = false;
   const bool full = Communicator::checking();
   if (!full) {
-    if (!fingerprinting() || fingerprints_match(c, op, t, extra)) return;
+    if (!fingerprinting() || fingerprints_match(c, sequence, op, t, extra)) return;
     fingerprints_differ = true;
   }
   const detail::CallStack stack = full ? detail::capture_call_stack() : detail::CallStack{};

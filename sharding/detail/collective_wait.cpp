@@ -1,5 +1,5 @@
-// wait_for: MPI_Test in a loop, looking at the clock and at departed ranks every few hundred
-// tests, so the common case costs what MPI_Wait costs.
+// wait_for and wait_until: the test in a loop, looking at the clock and at departed ranks every
+// few hundred tests, so the common case costs what MPI_Wait costs.
 #include <nnx/sharding/communicator.h>
 #include <nnx/sharding/detail/collective_wait.h>
 
@@ -48,6 +48,16 @@ bool is_member(MPI_Comm comm, int world_rank) {
 
 void wait_for(MPI_Request* request, MPI_Comm comm, const char* op, const char* comm_name,
               bool watch_departures, double timeout_seconds) {
+  auto finished = [request] {
+    int done = 0;
+    MPI_Test(request, &done, MPI_STATUS_IGNORE);
+    return done != 0;
+  };
+  wait_until(finished, comm, op, comm_name, watch_departures, timeout_seconds);
+}
+
+void wait_until(const std::function<bool()>& done, MPI_Comm comm, const char* op,
+                const char* comm_name, bool watch_departures, double timeout_seconds) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const double timeout = timeout_seconds > 0 ? timeout_seconds : collective_timeout_seconds();
@@ -55,9 +65,7 @@ void wait_for(MPI_Request* request, MPI_Comm comm, const char* op, const char* c
   int departed_member = -1;
   size_t departures_checked = 0;
   for (unsigned spins = 0;; ++spins) {
-    int done = 0;
-    MPI_Test(request, &done, MPI_STATUS_IGNORE);
-    if (done) return;
+    if (done()) return;
     if (lazy) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     } else {

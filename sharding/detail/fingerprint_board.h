@@ -1,0 +1,42 @@
+// The fingerprint board: shared memory where each member of a communicator posts the
+// fingerprint of the collective it is about to make and reads the others'. Where all members
+// share one machine, comparing there costs a cache line per member instead of an MPI
+// all-reduce. Nothing moves until every member has posted, so a mismatch is still caught before
+// any data does.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace nnx::detail {
+
+class FingerprintBoard {
+ public:
+  // Collective over `comm`, within the collective `op` that first needs the board (its waits
+  // name that call): a board, or null on every member where they do not all share this
+  // machine's memory or the segment cannot be made.
+  static std::unique_ptr<FingerprintBoard> open(MPI_Comm comm, int rank, int size, const char* op,
+                                                const std::string& comm_name);
+  ~FingerprintBoard();
+  FingerprintBoard(const FingerprintBoard&) = delete;
+  FingerprintBoard& operator=(const FingerprintBoard&) = delete;
+
+  // Posts this member's fingerprint of collective number `sequence`, waits (without hanging,
+  // as wait_for) until every member has posted its own, and says whether all are equal.
+  bool agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm comm, const char* op,
+             const std::string& comm_name);
+
+ private:
+  FingerprintBoard(void* memory, size_t bytes, int rank, int size);
+  uint64_t* slot(int member, uint64_t sequence) const;
+
+  void* memory_;
+  size_t bytes_;
+  int rank_;
+  int size_;
+};
+
+}  // namespace nnx::detail
