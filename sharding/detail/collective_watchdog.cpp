@@ -9,12 +9,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
-#include <list>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace nnx::detail {
 
@@ -22,18 +23,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Entry {
-  MPI_Comm comm;
-  const char* op;
-  std::string comm_name;
-  Clock::time_point start;
-  std::optional<Clock::time_point> departure_seen;
-  int departed_member = -1;
-};
-
 struct Registry {
   std::mutex mutex;
-  std::list<Entry> calls;
+  std::vector<WatchedEntry*> calls;  // the calls in flight, in no order
   bool thread_started = false;
 };
 
@@ -46,7 +38,8 @@ Registry& registry() {
 void look(Registry& r) {
   const auto now = Clock::now();
   const std::vector<int> departed = departed_ranks();
-  for (Entry& e : r.calls) {
+  for (WatchedEntry* call : r.calls) {
+    WatchedEntry& e = *call;
     for (size_t k = 0; k < departed.size() && !e.departure_seen; ++k)
       if (is_member(e.comm, departed[k])) {
         e.departed_member = departed[k];
@@ -86,25 +79,25 @@ bool watchdog_available() {
   return available;
 }
 
-WatchedCall::WatchedCall(MPI_Comm comm, const char* op, const char* comm_name) {
+WatchedCall::WatchedCall(MPI_Comm comm, const char* op, const char* comm_name)
+    : entry_{comm, op, comm_name, Clock::now(), std::nullopt, -1} {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   if (!r.thread_started) {
     std::thread(watch).detach();
     r.thread_started = true;
   }
-  r.calls.push_back({comm, op, comm_name, Clock::now(), std::nullopt, -1});
-  entry_ = &r.calls.back();
+  r.calls.push_back(&entry_);
 }
 
 WatchedCall::~WatchedCall() {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  for (auto it = r.calls.begin(); it != r.calls.end(); ++it)
-    if (&*it == entry_) {
-      r.calls.erase(it);
-      break;
-    }
+  auto it = std::find(r.calls.begin(), r.calls.end(), &entry_);
+  if (it != r.calls.end()) {
+    *it = r.calls.back();
+    r.calls.pop_back();
+  }
 }
 
 }  // namespace nnx::detail

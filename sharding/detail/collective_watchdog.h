@@ -8,12 +8,26 @@
 
 #include <mpi.h>
 
+#include <chrono>
+#include <optional>
+
 namespace nnx::detail {
 
 // Whether blocking calls can be watched (MPI gives MPI_THREAD_MULTIPLE).
 bool watchdog_available();
 
-// Registers a blocking call on `comm` with the watchdog for this object's lifetime.
+// A blocking call as the watchdog sees it; the names outlive the call.
+struct WatchedEntry {
+  MPI_Comm comm;
+  const char* op;
+  const char* comm_name;
+  std::chrono::steady_clock::time_point start;
+  std::optional<std::chrono::steady_clock::time_point> departure_seen;
+  int departed_member = -1;
+};
+
+// Registers a blocking call on `comm` with the watchdog for this object's lifetime (the entry
+// lives here, so registering allocates nothing).
 class WatchedCall {
  public:
   WatchedCall(MPI_Comm comm, const char* op, const char* comm_name);
@@ -22,7 +36,7 @@ class WatchedCall {
   WatchedCall& operator=(const WatchedCall&) = delete;
 
  private:
-  void* entry_;
+  WatchedEntry entry_;
 };
 
 }  // namespace nnx::detail
