@@ -12,6 +12,7 @@
 #include <nnx/sharding/detail/stall_probe.h>
 #include <nnx/sharding/world.h>
 
+#include <ATen/MemoryOverlap.h>
 #include <mpi.h>
 #include <torch/torch.h>
 
@@ -184,8 +185,7 @@ bool fingerprints_match(detail::CommImpl& c, uint64_t sequence, const char* op,
   mix(static_cast<uint64_t>(t.dim()));
   for (int64_t d = 0; d < t.dim(); ++d) mix(static_cast<uint64_t>(t.size(d)));
   if (!c.board_opened) {
-    if (board_allowed())
-      c.board = detail::FingerprintBoard::open(c.comm, c.rank, c.size, op, c.name);
+    c.board = detail::FingerprintBoard::open(c.comm, c.rank, c.size, board_allowed(), op, c.name);
     c.board_opened = true;
   }
   if (c.board) return c.board->agree(sequence, h, c.comm, op, c.name);
@@ -452,6 +452,19 @@ void check_output(const at::Tensor& out, const at::Tensor& in, int64_t numel, co
                                        out.is_contiguous() ? "" : ", not contiguous"));
 }
 
+// The input of an `_into` call as the engines may read it: contiguous, and a copy where it
+// shares memory with `out` (MPI and NCCL need distinct buffers).
+at::Tensor into_input(const at::Tensor& out, const at::Tensor& in) {
+  if (at::get_overlap_status(out, in) != at::MemOverlapStatus::No) return in.clone();
+  return in.contiguous();
+}
+
+// The input as the returning forms take it along dim 0: itself where its rows split evenly,
+// else flat (an `_into` call takes tensors flat).
+at::Tensor as_rows(const at::Tensor& in, int members) {
+  return in.dim() > 0 && in.size(0) % members == 0 ? in : in.reshape({-1});
+}
+
 // Writes `result` (the collective's values, or the input in a group of one) into `out`.
 void copy_into(const at::Tensor& out, const at::Tensor& result) {
   at::Tensor(out).copy_(result.reshape(out.sizes()));
@@ -486,7 +499,7 @@ void Communicator::all_gather_into(const at::Tensor& out, const at::Tensor& tens
     return copy_into(out, all_gather(tensor.cpu(), 0));
   agree(*impl_, "all_gather", tensor, 0);
   if (impl_->size == 1) return copy_into(out, tensor);
-  gather_rows(*impl_, engine, out, tensor.contiguous());
+  gather_rows(*impl_, engine, out, into_input(out, tensor));
 }
 
 at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) const {
@@ -525,10 +538,10 @@ void Communicator::reduce_scatter_into(const at::Tensor& out, const at::Tensor& 
   check_output(out, tensor, tensor.numel() / impl_->size, "reduce_scatter_into");
   if ((!engine && staged(*impl_, tensor, "reduce_scatter_into")) ||
       detail::reduced_in_float(tensor.scalar_type()))
-    return copy_into(out, reduce_scatter(tensor.reshape({-1}), 0));
+    return copy_into(out, reduce_scatter(as_rows(tensor, impl_->size), 0));
   agree(*impl_, "reduce_scatter", tensor, 0);
   if (impl_->size == 1) return copy_into(out, tensor);
-  scatter_rows(*impl_, engine, out, tensor.contiguous());
+  scatter_rows(*impl_, engine, out, into_input(out, tensor));
 }
 
 at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
@@ -568,10 +581,10 @@ void Communicator::all_to_all_into(const at::Tensor& out, const at::Tensor& tens
             impl_->size);
   check_output(out, tensor, tensor.numel(), "all_to_all_into");
   if (!engine && staged(*impl_, tensor, "all_to_all_into"))
-    return copy_into(out, all_to_all(tensor.cpu().reshape({-1}), 0, 0));
+    return copy_into(out, all_to_all(as_rows(tensor.cpu(), impl_->size), 0, 0));
   agree(*impl_, "all_to_all", tensor, 0);
   if (impl_->size == 1) return copy_into(out, tensor);
-  exchange_rows(*impl_, engine, out, tensor.contiguous());
+  exchange_rows(*impl_, engine, out, into_input(out, tensor));
 }
 
 void Communicator::broadcast_(at::Tensor& tensor, int root) const {

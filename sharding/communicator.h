@@ -62,7 +62,9 @@ class Communicator {
   // all_gather_into_tensor, reduce_scatter_tensor and all_to_all_single): the tensors are taken
   // flat, in size() equal parts. `out` is contiguous, of the input's dtype and device, with
   // size() times (all_gather_into), 1/size() times (reduce_scatter_into, a sum) or as many
-  // (all_to_all_into) elements, in any shape. No output buffer is allocated.
+  // (all_to_all_into) elements, in any shape. The engines write into `out` itself; an input that
+  // overlaps `out` is copied first, and half types and host-staged CUDA tensors go through the
+  // returning forms.
   void all_gather_into(const at::Tensor& out, const at::Tensor& tensor) const;
   void reduce_scatter_into(const at::Tensor& out, const at::Tensor& tensor) const;
   void all_to_all_into(const at::Tensor& out, const at::Tensor& tensor) const;

@@ -1,5 +1,6 @@
-// The board's segment: per member, kSlots cache lines; the slot of (member, sequence) holds one
-// word, the fingerprint's upper 40 bits over the sequence's lower 24. A member is at most one
+// The board's segment: a header line holding a nonce, then per member kSlots cache lines; the
+// slot of (member, sequence) holds one word, the fingerprint's upper 40 bits over a 24-bit
+// sequence field that is never 0 (a zero word: nothing posted yet). A member is at most one
 // collective ahead of another (it cannot pass its next check until the other posts), so four
 // slots never wrap onto a word still being read.
 #include <nnx/sharding/detail/fingerprint_board.h>
@@ -10,8 +11,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -24,11 +28,16 @@ namespace {
 constexpr uint64_t kSlots = 4;
 constexpr size_t kLine = 64;
 constexpr uint64_t kSequenceBits = 0xFFFFFF;
+static_assert(std::atomic_ref<uint64_t>::is_always_lock_free,
+              "the board's words are shared between processes");
 
 std::atomic<uint64_t> boards_made{0};
+std::atomic<int64_t> boards_open{0};
+
+uint64_t sequence_field(uint64_t sequence) { return sequence % kSequenceBits + 1; }
 
 uint64_t word_of(uint64_t sequence, uint64_t fingerprint) {
-  return (fingerprint & ~kSequenceBits) | (sequence & kSequenceBits);
+  return (fingerprint & ~kSequenceBits) | sequence_field(sequence);
 }
 
 
@@ -41,18 +50,25 @@ uint64_t host_hash() {
 
 }  // namespace
 
-FingerprintBoard::FingerprintBoard(void* memory, size_t bytes, int rank, int size)
-    : memory_(memory), bytes_(bytes), rank_(rank), size_(size) {}
+int64_t fingerprint_boards_open() { return boards_open.load(); }
 
-FingerprintBoard::~FingerprintBoard() { munmap(memory_, bytes_); }
+FingerprintBoard::FingerprintBoard(void* memory, size_t bytes, int rank, int size)
+    : memory_(memory), bytes_(bytes), rank_(rank), size_(size) {
+  ++boards_open;
+}
+
+FingerprintBoard::~FingerprintBoard() {
+  munmap(memory_, bytes_);
+  --boards_open;
+}
 
 uint64_t* FingerprintBoard::slot(int member, uint64_t sequence) const {
-  const size_t index = static_cast<size_t>(member) * kSlots + sequence % kSlots;
+  const size_t index = 1 + static_cast<size_t>(member) * kSlots + sequence % kSlots;
   return reinterpret_cast<uint64_t*>(static_cast<char*>(memory_) + index * kLine);
 }
 
 std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank, int size,
-                                                        const char* op,
+                                                        bool allowed, const char* op,
                                                         const std::string& comm_name) {
   // The opening's collectives, watched as the collective they serve.
   auto watched = [&](auto start) {
@@ -60,41 +76,59 @@ std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank
     start(&request);
     wait_for(&request, comm, op, comm_name.c_str());
   };
-  std::vector<uint64_t> hosts(size);
-  const uint64_t mine = host_hash();
+  // Every member learns every member's host and whether it allows a board.
+  std::vector<uint64_t> seats(2 * static_cast<size_t>(size));
+  const std::array<uint64_t, 2> mine{host_hash(), allowed ? 1u : 0u};
   watched([&](MPI_Request* r) {
-    MPI_Iallgather(&mine, 1, MPI_UINT64_T, hosts.data(), 1, MPI_UINT64_T, comm, r);
+    MPI_Iallgather(mine.data(), 2, MPI_UINT64_T, seats.data(), 2, MPI_UINT64_T, comm, r);
   });
-  for (uint64_t host : hosts)
-    if (host != mine) return nullptr;  // every member sees the same list: all return here
+  for (int m = 0; m < size; ++m)
+    if (seats[2 * m] != mine[0] || seats[2 * m + 1] == 0) return nullptr;  // all alike
 
-  // Member 0 makes the segment and names it; the others map it; it is unlinked once all have.
-  const size_t bytes = static_cast<size_t>(size) * kSlots * kLine;
-  std::array<char, 64> name{};
+  // Member 0 makes the segment, names it and writes a nonce into it; the others map it and
+  // check the nonce (a name can reach another machine's segment); it is unlinked once all have.
+  const size_t bytes = (1 + static_cast<size_t>(size) * kSlots) * kLine;
+  struct Announcement {
+    std::array<char, 64> name{};
+    uint64_t nonce = 0;
+  } announced;
   int fd = -1;
   if (rank == 0) {
-    std::snprintf(name.data(), name.size(), "/nnx-fingerprints-%d-%llu", static_cast<int>(getpid()),
-                  static_cast<unsigned long long>(boards_made++));
-    fd = shm_open(name.data(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    announced.nonce = std::hash<std::string>{}(fmt::format(
+        "{}-{}-{}", getpid(), boards_made.load(),
+        std::chrono::steady_clock::now().time_since_epoch().count())) | 1;
+    std::snprintf(announced.name.data(), announced.name.size(), "/nnx-fingerprints-%d-%llu",
+                  static_cast<int>(getpid()), static_cast<unsigned long long>(boards_made++));
+    fd = shm_open(announced.name.data(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd >= 0 && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
       close(fd);
-      shm_unlink(name.data());
+      shm_unlink(announced.name.data());
       fd = -1;
     }
-    if (fd < 0) name[0] = '\0';
+    if (fd < 0) announced.name[0] = '\0';
+  }
+  void* memory = MAP_FAILED;
+  if (rank == 0 && fd >= 0) {
+    memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (memory != MAP_FAILED) *static_cast<uint64_t*>(memory) = announced.nonce;
   }
   watched([&](MPI_Request* r) {
-    MPI_Ibcast(name.data(), static_cast<int>(name.size()), MPI_CHAR, 0, comm, r);
+    MPI_Ibcast(&announced, static_cast<int>(sizeof(announced)), MPI_BYTE, 0, comm, r);
   });
-  if (rank != 0 && name[0] != '\0') fd = shm_open(name.data(), O_RDWR, 0);
-  void* memory = fd >= 0 ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                         : MAP_FAILED;
+  if (rank != 0 && announced.name[0] != '\0') {
+    fd = shm_open(announced.name.data(), O_RDWR, 0);
+    if (fd >= 0) memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (memory != MAP_FAILED && *static_cast<uint64_t*>(memory) != announced.nonce) {
+      munmap(memory, bytes);
+      memory = MAP_FAILED;
+    }
+  }
   if (fd >= 0) close(fd);
   int mapped = memory != MAP_FAILED ? 1 : 0, all_mapped = 0;
   watched([&](MPI_Request* r) {
     MPI_Iallreduce(&mapped, &all_mapped, 1, MPI_INT, MPI_MIN, comm, r);
   });
-  if (rank == 0 && name[0] != '\0') shm_unlink(name.data());
+  if (rank == 0 && announced.name[0] != '\0') shm_unlink(announced.name.data());
   if (all_mapped == 0) {
     if (memory != MAP_FAILED) munmap(memory, bytes);
     return nullptr;
@@ -107,16 +141,25 @@ bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm c
   const uint64_t mine = word_of(sequence, fingerprint);
   std::atomic_ref<uint64_t>(*slot(rank_, sequence)).store(mine, std::memory_order_release);
   bool same = true;
-  for (int member = 0; member < size_; ++member) {
-    if (member == rank_) continue;
-    std::atomic_ref<uint64_t> theirs(*slot(member, sequence));
-    auto posted = [&] {
-      return (theirs.load(std::memory_order_acquire) & kSequenceBits) ==
-             (sequence & kSequenceBits);
-    };
-    if (!posted()) wait_until(posted, comm, op, comm_name.c_str());
-    same = same && theirs.load(std::memory_order_acquire) == mine;
-  }
+  int next = 0;  // members before `next` have posted and been compared
+  unsigned polls = 0;
+  auto all_posted = [&] {
+    for (; next < size_; ++next) {
+      if (next == rank_) continue;
+      const uint64_t theirs =
+          std::atomic_ref<uint64_t>(*slot(next, sequence)).load(std::memory_order_acquire);
+      if ((theirs & kSequenceBits) != sequence_field(sequence)) break;
+      same = same && theirs == mine;
+    }
+    if (next == size_) return true;
+    // While it waits, this rank lets MPI progress calls others may be finishing first.
+    if (++polls % 64 == 0) {
+      int flag = 0;
+      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE);
+    }
+    return false;
+  };
+  if (!all_posted()) wait_until(all_posted, comm, op, comm_name.c_str());
   return same;
 }
 

@@ -13,13 +13,16 @@
 
 namespace nnx::detail {
 
+// How many boards this process has open (for tests).
+int64_t fingerprint_boards_open();
+
 class FingerprintBoard {
  public:
   // Collective over `comm`, within the collective `op` that first needs the board (its waits
-  // name that call): a board, or null on every member where they do not all share this
-  // machine's memory or the segment cannot be made.
-  static std::unique_ptr<FingerprintBoard> open(MPI_Comm comm, int rank, int size, const char* op,
-                                                const std::string& comm_name);
+  // name that call): a board, or null on every member where any member is not `allowed`, they
+  // do not all share this machine's memory, or the segment cannot be made.
+  static std::unique_ptr<FingerprintBoard> open(MPI_Comm comm, int rank, int size, bool allowed,
+                                                const char* op, const std::string& comm_name);
   ~FingerprintBoard();
   FingerprintBoard(const FingerprintBoard&) = delete;
   FingerprintBoard& operator=(const FingerprintBoard&) = delete;

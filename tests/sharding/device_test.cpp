@@ -214,6 +214,16 @@ TEST_CASE("CUDA tensors take every collective on the engine chosen", "[ranks2][g
   std::vector<std::pair<int, int>> ring;
   for (int k = 0; k < n; ++k) ring.emplace_back(k, (k + 1) % n);
   CHECK(torch::equal(world.permute(mine.to(cuda), ring).cpu(), world.permute(mine, ring)));
+  // The _into forms write CUDA outputs on the same engine.
+  auto gathered_into = torch::empty({4 * n * n}, cuda);
+  world.all_gather_into(gathered_into, mine.to(cuda));
+  CHECK(torch::equal(gathered_into.cpu(), world.all_gather(mine, 0)));
+  auto scattered_into = torch::empty({4}, cuda);
+  world.reduce_scatter_into(scattered_into, mine.to(cuda));
+  CHECK(torch::equal(scattered_into.cpu(), sum.chunk(n)[r]));
+  auto exchanged = torch::empty({4 * n}, cuda);
+  world.all_to_all_into(exchanged, mine.to(cuda));
+  CHECK(torch::equal(exchanged.cpu(), world.all_to_all(mine, 0, 0)));
   auto stacked = mine.view({n, 4}).contiguous();
   auto out_host = torch::empty({4}), out_cuda = torch::empty({4}, cuda);
   world.reduce_scatter_async(stacked, out_host).wait();

@@ -6,6 +6,7 @@
 #include "sharding_test_util.h"
 
 #include <nnx/nnx.h>
+#include <nnx/sharding/detail/fingerprint_board.h>
 
 #include <torch/torch.h>
 
@@ -49,6 +50,13 @@ TEST_CASE("fingerprinted collectives stay in step over long mixed runs",
   }
   auto mismatched = torch::ones({me == 0 ? 5 : 4});
   CHECK_THROWS_WITH(world.all_reduce_(mismatched), Contains("members disagree on the collective"));
+  // The ranks of a test share one machine: they compared on the shared-memory board, unless
+  // told to compare by all-reduce.
+  const char* board = std::getenv("NNX_FINGERPRINT_BOARD");
+  if (board != nullptr && std::string(board) == "0")
+    CHECK(nnx::detail::fingerprint_boards_open() == 0);
+  else
+    CHECK(nnx::detail::fingerprint_boards_open() >= 1);
 }
 
 TEST_CASE("ranks building different meshes is an error on every rank", "[ranks4]") {
