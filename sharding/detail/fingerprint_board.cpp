@@ -40,7 +40,6 @@ uint64_t word_of(uint64_t sequence, uint64_t fingerprint) {
   return (fingerprint & ~kSequenceBits) | sequence_field(sequence);
 }
 
-
 // A hash of this machine's name: members with different names cannot share memory.
 uint64_t host_hash() {
   std::array<char, 256> name{};
