@@ -3,9 +3,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 #include <vector>
 
 namespace nnx_bench {
+
+// The median of `values` (the upper one of an even count).
+inline double median(std::vector<double> values) {
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
 
 // Median seconds of `reps` calls of fn after `warmup` calls.
 template <class Fn> double median_seconds(Fn&& fn, int reps, int warmup = 3) {
@@ -18,8 +25,7 @@ template <class Fn> double median_seconds(Fn&& fn, int reps, int warmup = 3) {
     auto t1 = std::chrono::steady_clock::now();
     times.push_back(std::chrono::duration<double>(t1 - t0).count());
   }
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  return times[times.size() / 2];
+  return median(std::move(times));
 }
 
 }  // namespace nnx_bench

@@ -14,18 +14,11 @@
 
 #include <fmt/format.h>
 
+#include "bench_util.h"
+
 #include <algorithm>
 #include <chrono>
 #include <functional>
-
-namespace {
-
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   auto world = nnx::Communicator::world();
@@ -82,7 +75,7 @@ int main(int argc, char** argv) {
       for (auto* s : systems) batch(*s);  // warm-up: caches, first-touch pages
       for (int k = 0; k < samples; ++k)
         for (size_t s = 0; s < systems.size(); ++s) times[s].push_back(batch(*systems[s]));
-      const double mpi = median(times[0]), into = median(times[1]);
+      const double mpi = nnx_bench::median(times[0]), into = nnx_bench::median(times[1]);
       if (world.rank() != 0) continue;
       std::string line = fmt::format(
           "{{\"bench\": \"collectives\", \"op\": \"{}\", \"ranks\": {}, \"bytes\": {}, "
@@ -90,7 +83,7 @@ int main(int argc, char** argv) {
           "{:.3f}",
           op.name, n, bytes, calls, mpi * 1e6, into * 1e6, into / mpi);
       if (op.returning) {
-        const double returning = median(times[2]);
+        const double returning = nnx_bench::median(times[2]);
         line += fmt::format(", \"returning_us\": {:.2f}, \"returning_ratio\": {:.3f}",
                             returning * 1e6, returning / mpi);
       }
