@@ -1,33 +1,52 @@
 #!/usr/bin/env bash
 # On a machine with a GPU and a CUDA PyTorch (python3), but without Open MPI or the other Debian
-# packages: unpacks the packages tools/gpu/pack-debs.sh gathered into a folder of its own, builds
-# nnx against that python3's LibTorch, and runs the suites with CUDA tensors:
-#   - the [gpu] cases and the single-process suite on the GPU (NNX_DEVICE=cuda);
-#   - the 2- and 4-rank suites sharing the GPU, through the MPI engine's host staging;
-#   - the whole CTest suite on the CPU of that machine (NNX_DEVICE=cpu), as a baseline;
-#   - the seed guide's losses on the GPU against the CPU, the peak GPU memory of sharded init,
-#     and the GPU benchmarks (nnx, plain LibTorch, Flax NNX under jit) into benchmarks.jsonl.
-# Logs go to OUT_DIR (default $OUT, else /tmp/nnx-gpu); the script goes on after a failing
-# step and exits non-zero if any failed.
-# usage: tools/gpu/build-and-test.sh [DEBS_DIR] [OUT_DIR]
+# packages: unpacks the packages tools/gpu/pack-debs.sh gathered into a folder of its own, takes
+# the programs tools/gpu/build-for.sh built for this machine's torch (.gpu/bin) or else builds nnx
+# against that python3's LibTorch, and runs, by phase:
+#   figures: the [gpu] cases; the seed guide's losses on the GPU against the CPU; the peak GPU
+#            memory of sharded init; the GPU benchmarks (nnx, plain LibTorch, Flax NNX under jit);
+#   suites:  the single-process suite on the GPU (NNX_DEVICE=cuda, NCCL); the 2- and 4-rank
+#            suites sharing the GPU, through the MPI engine's host staging;
+#   ctest:   the whole CTest suite on the CPU of that machine (needs a build there).
+# Every step has a time limit. Logs go to /tmp/nnx-gpu/logs and, packed with the JSON results,
+# to OUT_DIR/gpu-logs.tgz (OUT_DIR defaults to $OUT, else /tmp/nnx-gpu); the script goes on
+# after a failing step and exits non-zero if any failed.
+# usage: tools/gpu/build-and-test.sh [PHASE...]   (default: figures suites)
+# environment: DEBS_DIR, OUT_DIR, NNX_GPU_DEADLINE (seconds the whole run may take)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-debs=${1:-$root/.gpu/debs}
-out=${2:-${OUT:-/tmp/nnx-gpu}}
+debs=${DEBS_DIR:-$root/.gpu/debs}
+out=${OUT_DIR:-${OUT:-/tmp/nnx-gpu}}
+phases=("$@")
+[ $# -gt 0 ] || phases=(figures suites)
+logs=/tmp/nnx-gpu/logs
 prefix=/tmp/nnx-debs
 build=$root/build-gpu
-mkdir -p "$out"
+mkdir -p "$out" "$logs"
 failed=()
-step() {  # step NAME COMMAND...: runs it, logging to OUT_DIR/NAME.log
-  local name=$1
-  shift
-  echo "== $name: $*"
+pack() {  # the logs and results, as one file in OUT_DIR
+  grep -h '"bench"' "$logs"/bench_*.log "$logs"/flax_*.log "$logs"/sharded_init_memory.log \
+    > "$logs/benchmarks.jsonl" 2>/dev/null
+  tar -czf "$out/gpu-logs.tgz" -C "$logs" . 2>/dev/null
+}
+trap pack EXIT
+deadline=${NNX_GPU_DEADLINE:-100000}  # seconds; later steps get what is left, or are skipped
+step() {  # step NAME SECONDS COMMAND...: runs it under a time limit, logging to logs/NAME.log
+  local name=$1 limit=$2
+  shift 2
+  ((limit > deadline - SECONDS)) && limit=$((deadline - SECONDS))
+  if ((limit < 15)); then
+    echo "== $name: skipped, the deadline (NNX_GPU_DEADLINE=$deadline s) is reached"
+    failed+=("$name")
+    return
+  fi
+  echo "== $name ($limit s at most): $*"
   local start=$SECONDS
-  if "$@" > "$out/$name.log" 2>&1; then
+  if timeout -k 10 "$limit" "$@" > "$logs/$name.log" 2>&1; then
     echo "   ok in $((SECONDS - start)) s"
   else
     echo "   FAILED (status $?) in $((SECONDS - start)) s; last lines:"
-    tail -15 "$out/$name.log" | sed 's/^/   | /'
+    tail -15 "$logs/$name.log" | sed 's/^/   | /'
     failed+=("$name")
   fi
 }
@@ -44,51 +63,87 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_va
 missing=$(ldd "$usr/bin/orterun" "$lib/libmpi.so.40" 2>&1 | grep "not found" | sort -u)
 [ -z "$missing" ] || echo "libraries missing from the packed folder:"$'\n'"$missing"
 
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.txt" 2>&1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$logs/gpu.txt" 2>&1
 python3 -c 'import torch; print(torch.__version__, torch.cuda.is_available(), torch.cuda.device_count())' \
-  >> "$out/gpu.txt" 2>&1
-cat "$out/gpu.txt"
+  >> "$logs/gpu.txt" 2>&1
+cat "$logs/gpu.txt"
+torch_version=$(python3 -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null)
 
-step configure cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DNNX_PYTHON="$(command -v python3)" -DCMAKE_PREFIX_PATH="$usr" \
-  -DMPI_CXX_COMPILER="$usr/bin/mpicxx.openmpi" -DMPIEXEC_EXECUTABLE="$usr/bin/mpirun.openmpi" \
-  -DTORCH_CUDA_ARCH_LIST=9.0
-step build cmake --build "$build" -j "$(nproc)"
-tests=$build/tests/nnx_tests
-step gpu_cases env NNX_DEVICE=cuda "$tests" "[gpu]"
-step unit_cuda env NNX_DEVICE=cuda "$tests" "~[ranks2]~[ranks4]~[ranks8]"
-step ranks2_cuda_mpi env NNX_DEVICE=cuda NNX_CHECK_COLLECTIVES=1 \
-  mpirun -np 2 --oversubscribe "$tests" "[ranks2]"
-step ranks4_cuda_mpi env NNX_DEVICE=cuda NNX_CHECK_COLLECTIVES=1 \
-  mpirun -np 4 --oversubscribe "$tests" "[ranks4]"
-step ctest_cpu env NNX_DEVICE=cpu ctest --test-dir "$build" --output-on-failure -E fuzz_parsers
+# The programs: those built for this torch elsewhere (.gpu/bin), found through this python3's
+# LibTorch and CUDA wheels, else a build here.
+bin=$root/.gpu/bin
+if [ -x "$bin/nnx_tests" ] && [ "$(cat "$bin/torch-version" 2>/dev/null)" = "$torch_version" ]; then
+  site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+  for dir in "$site"/torch/lib "$site"/nvidia/*/lib /usr/local/cuda/lib64; do
+    [ -d "$dir" ] && LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$dir
+  done
+  export LD_LIBRARY_PATH
+  "$bin/nnx_tests" --list-tags > "$logs/prebuilt.log" 2>&1  # its status is the tag count
+  grep -q '\[gpu\]' "$logs/prebuilt.log" || { cat "$logs/prebuilt.log"; bin=; }
+else
+  bin=
+fi
+if [ -n "$bin" ]; then
+  echo "== programs built for torch $torch_version: $bin"
+  tests=$bin/nnx_tests values=$bin/flax_peer_values
+  bench_train=$bin/bench_device_train bench_init=$bin/bench_sharded_init
+else
+  step configure 300 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DNNX_PYTHON="$(command -v python3)" -DCMAKE_PREFIX_PATH="$usr" \
+    -DMPI_CXX_COMPILER="$usr/bin/mpicxx.openmpi" -DMPIEXEC_EXECUTABLE="$usr/bin/mpirun.openmpi" \
+    -DTORCH_CUDA_ARCH_LIST=9.0
+  step build 1800 cmake --build "$build" -j "$(nproc)"
+  tests=$build/tests/nnx_tests values=$build/tests/flax_peer_values
+  bench_train=$build/tools/bench/bench_device_train bench_init=$build/tools/bench/bench_sharded_init
+fi
 
-# The seed guide's losses on the GPU (1 rank; 2 ranks sharing it) against the CPU run.
-values=$build/tests/flax_peer_values
-step guide_cpu env NNX_DEVICE=cpu "$values" dot_relu_dot 1 1 "$out/guide_cpu.json"
-step guide_cuda env NNX_DEVICE=cuda "$values" dot_relu_dot 1 1 "$out/guide_cuda.json"
-step guide_cuda_2ranks env NNX_DEVICE=cuda mpirun -np 2 --oversubscribe \
-  "$values" dot_relu_dot 1 2 "$out/guide_cuda_2ranks.json"
-step guide_compare python3 "$root/tools/gpu/compare_losses.py" "$out/guide_cpu.json" \
-  "$out/guide_cuda.json" "$out/guide_cuda_2ranks.json"
-# Sharded init larger than one rank's share: peak GPU memory per rank against its share.
-step sharded_init_memory env NNX_DEVICE=cuda mpirun -np 2 --oversubscribe \
-  "$build/tools/bench/bench_sharded_init" 8 16
-# GPU benchmarks, side by side: nnx and plain LibTorch in one process, then Flax NNX (jit).
-with_flax=true
-python3 -c 'import jax, flax, optax' 2>/dev/null || {
-  with_flax=false
-  echo "== flax_*: skipped, python3 has no jax/flax/optax (pip install 'jax[cuda12]' flax optax)"
+figures() {
+  step gpu_cases 90 env NNX_DEVICE=cuda "$tests" "[gpu]"
+  # The seed guide's losses on the GPU (1 rank; 2 ranks sharing it) against the CPU run.
+  step guide_cpu 60 env NNX_DEVICE=cpu "$values" dot_relu_dot 1 1 "$logs/guide_cpu.json"
+  step guide_cuda 60 env NNX_DEVICE=cuda "$values" dot_relu_dot 1 1 "$logs/guide_cuda.json"
+  step guide_cuda_2ranks 60 env NNX_DEVICE=cuda mpirun -np 2 --oversubscribe \
+    "$values" dot_relu_dot 1 2 "$logs/guide_cuda_2ranks.json"
+  step guide_compare 30 python3 "$root/tools/gpu/compare_losses.py" "$logs/guide_cpu.json" \
+    "$logs/guide_cuda.json" "$logs/guide_cuda_2ranks.json"
+  # Sharded init larger than one rank's share: peak GPU memory per rank against its share.
+  step sharded_init_memory 60 env NNX_DEVICE=cuda mpirun -np 2 --oversubscribe "$bench_init" 8 16
+  # GPU benchmarks, side by side: nnx and plain LibTorch in one process, then Flax NNX (jit).
+  local with_flax=true
+  python3 -c 'import jax, flax, optax' 2>/dev/null || {
+    with_flax=false
+    echo "== flax_*: skipped, python3 has no jax/flax/optax (pip install 'jax[cuda13]' flax optax)"
+  }
+  for workload in dot_relu_dot gpt; do
+    step "bench_$workload" 90 env NNX_DEVICE=cuda "$bench_train" "$workload" 20
+    $with_flax && step "flax_$workload" 120 python3 "$root/tools/bench/peers/flax_device.py" \
+      "$workload" --steps 20
+  done
+  grep -h '"bench"' "$logs"/bench_*.log "$logs"/flax_*.log "$logs"/sharded_init_memory.log
 }
-for workload in dot_relu_dot gpt; do
-  step "bench_$workload" env NNX_DEVICE=cuda "$build/tools/bench/bench_device_train" "$workload" 20
-  $with_flax && step "flax_$workload" python3 "$root/tools/bench/peers/flax_device.py" \
-    "$workload" --steps 20
-done
-grep -h '"bench"' "$out"/bench_*.log "$out"/flax_*.log "$out"/sharded_init_memory.log \
-  > "$out/benchmarks.jsonl" 2>/dev/null
 
-echo "logs in $out"
+suites() {
+  step unit_cuda 200 env NNX_DEVICE=cuda "$tests" "~[ranks2]~[ranks4]~[ranks8]"
+  step ranks2_cuda_mpi 200 env NNX_DEVICE=cuda NNX_CHECK_COLLECTIVES=1 \
+    mpirun -np 2 --oversubscribe "$tests" "[ranks2]"
+  step ranks4_cuda_mpi 200 env NNX_DEVICE=cuda NNX_CHECK_COLLECTIVES=1 \
+    mpirun -np 4 --oversubscribe "$tests" "[ranks4]"
+}
+
+ctest_cpu() {
+  [ -f "$build/CTestTestfile.cmake" ] || { echo "== ctest: needs a build here"; return; }
+  step ctest_cpu 1800 env NNX_DEVICE=cpu ctest --test-dir "$build" --output-on-failure -E fuzz_parsers
+}
+
+for phase in "${phases[@]}"; do
+  case $phase in
+    figures) figures ;;
+    suites) suites ;;
+    ctest) ctest_cpu ;;
+    *) echo "unknown phase '$phase' (figures, suites, ctest)"; failed+=("$phase") ;;
+  esac
+done
+echo "logs in $logs, packed into $out/gpu-logs.tgz"
 if [ ${#failed[@]} -gt 0 ]; then
   echo "failed steps: ${failed[*]}"
   exit 1
