@@ -130,6 +130,35 @@ suites() {
     mpirun -np 4 --oversubscribe "$tests" "[ranks4]"
 }
 
+# Each test file in a process of its own, so that one crash does not hide the files after it;
+# one line per file (and rank count) with Catch's totals; cuda-gdb's backtrace for a crash.
+by_file() {
+  local tags ranks file traces=0
+  for ranks in 1 2 4; do
+    local only="[ranks$ranks]"
+    ((ranks > 1)) || only="~[ranks2]~[ranks4]~[ranks8]"
+    tags=$("$tests" -# --list-tags "$only" | grep -o '\[#[a-z_0-9]*\]' | sort -u)
+    for file in $tags; do
+      local log=$logs/ranks${ranks}_${file:2:-1}.log
+      if ((ranks == 1)); then
+        timeout -k 5 120 env NNX_DEVICE=cuda "$tests" -# "$file~[ranks2]~[ranks4]~[ranks8]" \
+          > "$log" 2>&1
+      else
+        timeout -k 5 120 env NNX_DEVICE=cuda NNX_CHECK_COLLECTIVES=1 mpirun -np "$ranks" \
+          --oversubscribe "$tests" -# "$file[ranks$ranks]" > "$log" 2>&1
+      fi
+      local status=$?
+      echo "ranks $ranks $file: status $status, $(grep -aE '^(test cases|All tests passed|No test cases)' \
+        "$log" | tail -1)"
+      if ((status >= 128 && ranks == 1 && traces++ < 3)) && command -v cuda-gdb > /dev/null; then
+        NNX_DEVICE=cuda timeout 60 cuda-gdb -batch -ex run -ex bt --args "$tests" -# "$file" \
+          2>&1 | grep -aE '^#[0-9]+' | head -25 > "$logs/bt_${file:2:-1}.txt"
+      fi
+      ((SECONDS < deadline)) || return
+    done
+  done
+}
+
 ctest_cpu() {
   [ -f "$build/CTestTestfile.cmake" ] || { echo "== ctest: needs a build here"; return; }
   step ctest_cpu 1800 env NNX_DEVICE=cpu ctest --test-dir "$build" --output-on-failure -E fuzz_parsers
@@ -140,6 +169,7 @@ for phase in "${phases[@]}"; do
     figures) figures ;;
     suites) suites ;;
     ctest) ctest_cpu ;;
+    by_file) by_file ;;
     *) echo "unknown phase '$phase' (figures, suites, ctest)"; failed+=("$phase") ;;
   esac
 done
