@@ -1,6 +1,7 @@
 // The buffer cache: free blocks by byte size (rounded up to whole pages), under one mutex.
 #include <nnx/sharding/comm_buffer.h>
 
+#include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/util/accumulate.h>
 
@@ -59,11 +60,13 @@ void give_back(void* block, size_t bytes) {
 }  // namespace
 
 at::Tensor comm_buffer(at::IntArrayRef sizes, const at::TensorOptions& options) {
+  // Device memory already comes from LibTorch's caching allocator.
+  if (!options.device().is_cpu()) return at::empty(sizes, options);
   const size_t wanted = c10::multiply_integers(sizes) * options.dtype().itemsize();
   const size_t bytes = std::max<size_t>(kPage, (wanted + kPage - 1) / kPage * kPage);
   void* block = take(bytes);
   return at::from_blob(block, sizes, [bytes](void* p) { give_back(p, bytes); },
-                       options.device(at::kCPU));
+                       options);
 }
 
 }  // namespace nnx

@@ -111,6 +111,25 @@ TEST_CASE("dropout on a CUDA array drops the same elements as on the CPU", "[gpu
   CHECK(torch::allclose(gpu.cpu(), host));
 }
 
+TEST_CASE("collective buffers are made on the device of the tensors they carry", "[gpu]") {
+  if (nnx::cuda_device_count() == 0) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  const auto options = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA, 0);
+  auto buffer = nnx::comm_buffer({3, 5}, options);
+  CHECK(buffer.is_cuda());
+  CHECK(buffer.scalar_type() == torch::kBFloat16);
+  CHECK(buffer.sizes() == torch::IntArrayRef{3, 5});
+  // What the gradient buckets do: flat CUDA gradients packed into one buffer.
+  auto grads = std::vector<torch::Tensor>{torch::ones({4}, options), torch::full({11}, 2, options)};
+  auto flat = nnx::comm_buffer({15}, options);
+  torch::cat_out(flat, grads);
+  CHECK(torch::equal(flat.cpu(), torch::cat({torch::ones({4}), torch::full({11}, 2.0)})
+                                     .to(torch::kBFloat16)));
+  CHECK(nnx::comm_buffer({2}, torch::kFloat).is_cpu());
+}
+
 TEST_CASE("intra-op threads default to the cores divided by the ranks on this machine") {
   ScopedEnv no_nnx("NNX_NUM_THREADS", std::nullopt), no_omp("OMP_NUM_THREADS", std::nullopt);
   {
