@@ -38,12 +38,12 @@ TEST_CASE("data-parallel Conv and BatchNorm equal the one-device run", "[ranks2]
   CHECK(nnx::gather(loss).item<double>() == Approx(ref_loss.local().item<double>()).epsilon(1e-5));
   for (const auto& [path, g] : ref_grads) {
     INFO(path);
-    CHECK(torch::allclose(nnx::gather(grads[path].value()), g.tensor(), 1e-4, 1e-6));
+    CHECK(torch::allclose(nnx::gather(grads[path].value()).cpu(), g.tensor(), 1e-4, 1e-6));
   }
   for (const auto* path : {"bn.mean", "bn.var"}) {
     INFO(path);
     CHECK(nnx::state(model)[path].value().is_fully_replicated());
-    CHECK(torch::allclose(nnx::gather(nnx::state(model)[path].value()),
+    CHECK(torch::allclose(nnx::gather(nnx::state(model)[path].value()).cpu(),
                           nnx::state(reference)[path].tensor(), 1e-5, 1e-6));
   }
   // The one-device reference itself against LibTorch on the same parameters.

@@ -72,10 +72,10 @@ std::vector<Layout> layouts() {
   };
 }
 
-// max |a - b| within 1e-5 of max |b|.
+// max |a - b| within 1e-5 of max |b| (a compared on b's device).
 void check_close(const at::Tensor& a, const at::Tensor& b) {
   double scale = b.abs().max().item<double>();
-  double err = (a - b).abs().max().item<double>();
+  double err = (a.to(b.device()) - b).abs().max().item<double>();
   CHECK(err <= 1e-5 * std::max(scale, 1e-30));
 }
 

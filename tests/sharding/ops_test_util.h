@@ -252,8 +252,8 @@ struct Check {
 
 inline bool close(const at::Tensor& got, const at::Tensor& want, const Check& check) {
   if (!got.defined() || got.sizes() != want.sizes()) return false;
-  return torch::allclose(got.detach().to(want.scalar_type()), want.detach(), check.rtol,
-                         check.atol);
+  return torch::allclose(got.detach().to(want.device(), want.scalar_type()), want.detach(),
+                         check.rtol, check.atol);
 }
 
 inline std::string mismatch(const at::Tensor& got, const at::Tensor& want) {
@@ -263,7 +263,7 @@ inline std::string mismatch(const at::Tensor& got, const at::Tensor& want) {
     << nnx::to_string(want.sizes().vec());
   if (got.sizes() == want.sizes() && want.numel() > 0)
     s << "; max |got - want| = "
-      << (got.detach().to(torch::kDouble) - want.detach().to(torch::kDouble))
+      << (got.detach().to(want.device(), torch::kDouble) - want.detach().to(torch::kDouble))
              .abs()
              .max()
              .item<double>();

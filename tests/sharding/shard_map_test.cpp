@@ -26,7 +26,7 @@ TEST_CASE("shard_map runs local code on blocks and assembles the output",
       {nnx::P("i", nnx::none), nnx::P(nnx::none, "j"), nnx::P("j")}, nnx::P("i", "j"));
   auto y = f(x, w, b);
   CHECK(y.shape() == nnx::Shape{8, 4});
-  CHECK(torch::allclose(nnx::gather(y), x.matmul(w) + b));
+  CHECK(torch::allclose(nnx::gather(y).cpu(), x.matmul(w) + b));
   CHECK(y.local().size(0) == 8 / mesh->axis_size("i"));
 }
 
@@ -42,7 +42,7 @@ TEST_CASE("psum, pmean and parallel normalization match the whole computation",
         return (x - mean) / var.sqrt();
       },
       mesh, {nnx::P("i", "j")}, nnx::P("i", "j"));
-  auto out = nnx::gather(normalize(x));
+  auto out = nnx::gather(normalize(x)).cpu();
   // The per-shard statistics along j: elementwise over the j groups.
   const int64_t nj = mesh->axis_size("j");
   auto blocks = x.reshape({8, nj, 4 / nj});
@@ -58,17 +58,17 @@ TEST_CASE("all_gather, psum_scatter, ppermute and all_to_all follow jax.lax",
   auto x = torch::arange(n * 2 * n, torch::kDouble).reshape({n * 2, n});
   auto gather_rows = nnx::shard_map([](at::Tensor w) { return nnx::all_gather(w, "i", 0, true); },
                                     mesh, {nnx::P("i", nnx::none)}, nnx::P());
-  CHECK(torch::equal(gather_rows(x).local(), x));
+  CHECK(torch::equal(gather_rows(x).local().cpu(), x));
   auto stacked = nnx::shard_map([](at::Tensor w) { return nnx::all_gather(w, "i", 0, false); },
                                 mesh, {nnx::P("i", nnx::none)}, nnx::P());
-  CHECK(torch::equal(stacked(x).local(), x.reshape({n, 2, n})));
+  CHECK(torch::equal(stacked(x).local().cpu(), x.reshape({n, 2, n})));
   // psum_scatter over dim 1 (the seed's scatter_example): each gets one column of the sum.
   auto scatter = nnx::shard_map([](at::Tensor v) { return nnx::psum_scatter(v, "i", 1, true); },
                                 mesh, {nnx::P("i", nnx::none)}, nnx::P("i", nnx::none));
   auto blocks = x.reshape({n, 2, n});
   auto summed = blocks.sum(0);  // [2, n]
   auto scattered = scatter(x);
-  CHECK(torch::equal(scattered.local(), summed.narrow(1, nnx::world_rank(), 1)));
+  CHECK(torch::equal(scattered.local().cpu(), summed.narrow(1, nnx::world_rank(), 1)));
   auto ring = nnx::shard_map(
       [n](at::Tensor v) {
         std::vector<std::pair<int, int>> perm;
@@ -77,11 +77,11 @@ TEST_CASE("all_gather, psum_scatter, ppermute and all_to_all follow jax.lax",
       },
       mesh, {nnx::P("i")}, nnx::P("i"));
   auto seq = torch::arange(n, torch::kDouble);
-  CHECK(torch::equal(nnx::gather(ring(seq)), seq.roll(1)));
+  CHECK(torch::equal(nnx::gather(ring(seq)).cpu(), seq.roll(1)));
   auto swap = nnx::shard_map([](at::Tensor v) { return nnx::all_to_all(v, "i", 1, 0); }, mesh,
                              {nnx::P("i", nnx::none)}, nnx::P(nnx::none, "i"));
   auto y = torch::arange(2 * n * 2 * n, torch::kDouble).reshape({2 * n, 2 * n});
-  CHECK(torch::equal(nnx::gather(swap(y)), y));
+  CHECK(torch::equal(nnx::gather(swap(y)).cpu(), y));
 }
 
 TEST_CASE("axis_index and fold_in over an axis give per-device values",
@@ -132,7 +132,7 @@ TEST_CASE("collectives inside shard_map are differentiable with their transposes
   y.local().backward(seed_cotangent(g, y));
   auto wt = w_full.clone().requires_grad_(true);
   x_full.matmul(wt).backward(g);
-  CHECK(torch::allclose(leaf.grad(), block_of(wt.grad(), w)));
+  CHECK(torch::allclose(leaf.grad().cpu(), block_of(wt.grad(), w)));
   // psum: each process's x contributes once to the replicated sum.
   auto v = nnx::device_put(torch::arange(n * 2, torch::kDouble), {mesh, nnx::P("i")});
   auto vl = v.local().detach().requires_grad_(true);

@@ -43,9 +43,10 @@ inline at::Tensor block_of(const at::Tensor& full, const nnx::Array& like) {
 }
 
 // The local cotangent of an output with the dual placement: its block of the global cotangent
-// g, kept on coordinate 0 of each axis it is replicated on (pieces that sum to g).
+// g, kept on coordinate 0 of each axis it is replicated on (pieces that sum to g), on the
+// output's device.
 inline at::Tensor seed_cotangent(const at::Tensor& g, const nnx::Array& out) {
-  at::Tensor local = block_of(g, out);
+  at::Tensor local = block_of(g, out).to(out.local().device());
   auto placements = out.placements();
   for (size_t a = 0; a < placements.size(); ++a)
     if (placements[a].is_replicate() && out.mesh()->coordinates()[a] != 0) local = local * 0;
