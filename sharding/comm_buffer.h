@@ -8,8 +8,8 @@
 
 namespace nnx {
 
-// An uninitialized contiguous CPU tensor whose memory comes from (and returns to) the cache: for
-// tensors a collective fills (outputs, gradient buckets).
+// An uninitialized contiguous tensor on the options' device for a collective to fill (outputs,
+// gradient buckets); on the CPU its memory comes from (and returns to) the cache.
 at::Tensor comm_buffer(at::IntArrayRef sizes, const at::TensorOptions& options);
 
 }  // namespace nnx

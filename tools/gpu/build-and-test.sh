@@ -7,6 +7,8 @@
 #            memory of sharded init; the GPU benchmarks (nnx, plain LibTorch, Flax NNX under jit);
 #   suites:  the single-process suite on the GPU (NNX_DEVICE=cuda, NCCL); the 2- and 4-rank
 #            suites sharing the GPU, through the MPI engine's host staging;
+#   by_file: the suites on 1, 2 and 4 ranks with each test file in a process of its own (one
+#            line per file; cuda-gdb's backtrace for the first crashes);
 #   ctest:   the whole CTest suite on the CPU of that machine (needs a build there).
 # Every step has a time limit. Logs go to /tmp/nnx-gpu/logs and, packed with the JSON results,
 # to OUT_DIR/gpu-logs.tgz (OUT_DIR defaults to $OUT, else /tmp/nnx-gpu); the script goes on
