@@ -3,6 +3,7 @@
 #include <nnx/core/shape.h>
 #include <nnx/sharding/comm_buffer.h>
 #include <nnx/sharding/communicator.h>
+#include <nnx/sharding/detail/board_collectives.h>
 #include <nnx/sharding/detail/call_stack.h>
 #include <nnx/sharding/detail/collective_wait.h>
 #include <nnx/sharding/detail/collective_watchdog.h>
@@ -171,6 +172,13 @@ bool board_allowed() {
   return allowed;
 }
 
+// The board, opened at the first fingerprinted collective (within `op`).
+void open_board(detail::CommImpl& c, const char* op) {
+  if (c.board_opened) return;
+  c.board = detail::FingerprintBoard::open(c.comm, c.rank, c.size, board_allowed(), op, c.name);
+  c.board_opened = true;
+}
+
 bool fingerprints_match(detail::CommImpl& c, uint64_t sequence, const char* op,
                         const at::Tensor& t, int64_t extra) {
   uint64_t h = std::hash<std::string_view>{}(op);
@@ -184,10 +192,7 @@ bool fingerprints_match(detail::CommImpl& c, uint64_t sequence, const char* op,
   mix(static_cast<uint64_t>(extra));
   mix(static_cast<uint64_t>(t.dim()));
   for (int64_t d = 0; d < t.dim(); ++d) mix(static_cast<uint64_t>(t.size(d)));
-  if (!c.board_opened) {
-    c.board = detail::FingerprintBoard::open(c.comm, c.rank, c.size, board_allowed(), op, c.name);
-    c.board_opened = true;
-  }
+  open_board(c, op);
   if (c.board) return c.board->agree(sequence, h, c.comm, op, c.name);
   const int64_t fp = static_cast<int64_t>(h >> 1);  // non-negative, so -fp is safe
   std::array<int64_t, 2> both{fp, -fp};             // max of fp and of -fp: min == max?
@@ -247,13 +252,28 @@ std::vector<std::string> call_sites(const detail::CommImpl& c, const char* op,
 // always, and in full (every rank's call and, in debug mode, its call path) in debug mode or
 // when fingerprints differ. In debug mode two calls of the same shape from different lines of the
 // program differ too, and each rank's message names every rank's call site.
-void agree(detail::CommImpl& c, const char* op, const at::Tensor& t, int64_t extra) {
+//
+// A call that can move its data on the board passes `board_bytes` (its input's size, >= 0) and,
+// where it has input to share, `data`: if the board has room, the input goes into this member's
+// region before the fingerprint is posted, and agree returns the call's sequence number, at
+// which every member's input is readable (board_collectives.h). Otherwise (nullopt) the engine
+// moves the data. The choice is the same on every member: it depends on the fingerprint alone.
+std::optional<uint64_t> agree(detail::CommImpl& c, const char* op, const at::Tensor& t,
+                              int64_t extra, const void* data = nullptr,
+                              int64_t board_bytes = -1) {
   const uint64_t sequence = ++c.calls;
-  if (c.size == 1) return;
+  if (c.size == 1) return std::nullopt;
   bool fingerprints_differ = false;
   const bool full = Communicator::checking();
   if (!full) {
-    if (!fingerprinting() || fingerprints_match(c, sequence, op, t, extra)) return;
+    if (!fingerprinting()) return std::nullopt;
+    open_board(c, op);
+    const bool on_board = c.board && board_bytes >= 0 &&
+                          static_cast<size_t>(board_bytes) <= c.board->capacity();
+    if (on_board && data != nullptr && board_bytes > 0)
+      std::memcpy(c.board->own_region(sequence), data, static_cast<size_t>(board_bytes));
+    if (fingerprints_match(c, sequence, op, t, extra))
+      return on_board ? std::optional<uint64_t>(sequence) : std::nullopt;
     fingerprints_differ = true;
   }
   const detail::CallStack stack = full ? detail::capture_call_stack() : detail::CallStack{};
@@ -278,7 +298,7 @@ void agree(detail::CommImpl& c, const char* op, const at::Tensor& t, int64_t ext
   bool same = true;
   for (int r = 1; r < c.size && same; ++r)
     same = std::equal(all.begin(), all.begin() + kWords, all.begin() + r * kWords);
-  if (same && !fingerprints_differ) return;  // differing fingerprints are never let through
+  if (same && !fingerprints_differ) return std::nullopt;  // differing fingerprints never pass
   auto names = all_gather_fixed(c, op, name.data(), kNameChars);
   auto sites = call_sites(c, op, stack);
   std::string table;
@@ -294,6 +314,11 @@ void agree(detail::CommImpl& c, const char* op, const at::Tensor& t, int64_t ext
                                       "{} ({})):{}",
                                       c.rank, op, c10::toString(t.scalar_type()),
                                       fmt::join(t.sizes(), ", "), table));
+}
+
+// An input's bytes, for agree(): CPU inputs may move on the board (-1: a device engine moves it).
+int64_t board_bytes(const detail::DeviceEngine* engine, const at::Tensor& input) {
+  return engine ? -1 : input.numel() * static_cast<int64_t>(input.element_size());
 }
 
 }  // namespace
@@ -374,12 +399,19 @@ void Communicator::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
     tensor.copy_(host);
     return;
   }
-  agree(*impl_, "all_reduce", tensor, static_cast<int64_t>(op));
-  if (impl_->size == 1) return;
+  if (impl_->size == 1) {
+    agree(*impl_, "all_reduce", tensor, static_cast<int64_t>(op));
+    return;
+  }
   at::Tensor buffer = detail::reduced_in_float(tensor.scalar_type())
                           ? tensor.to(at::kFloat).contiguous()
                           : tensor.contiguous();
-  if (engine) {
+  const auto on_board = agree(*impl_, "all_reduce", tensor, static_cast<int64_t>(op),
+                              buffer.data_ptr(), board_bytes(engine, buffer));
+  if (on_board) {
+    detail::board_all_reduce(*impl_->board, *on_board, impl_->size, buffer.data_ptr(),
+                             buffer.numel(), buffer.scalar_type(), op);
+  } else if (engine) {
     engine->all_reduce(buffer, op);
   } else run(*impl_, name_, "all_reduce", [&](MPI_Request* r) {
     const int count = count_of(buffer.numel(), "all_reduce");
@@ -395,8 +427,12 @@ namespace {
 // The engine's part of the all_gather, reduce_scatter and all_to_all forms, after agree(): dim
 // 0 of contiguous buffers, which lie in member order already.
 
+// `on_board`: agree() put every member's input on the board, at that sequence.
 void gather_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const at::Tensor& out,
-                 const at::Tensor& local) {
+                 const at::Tensor& local, std::optional<uint64_t> on_board) {
+  if (on_board)
+    return detail::board_all_gather(*c.board, *on_board, c.size, out.data_ptr(),
+                                    local.numel() * local.element_size());
   if (engine) return engine->all_gather(local, out);
   run(c, c.name, "all_gather", [&](MPI_Request* r) {
     const int count = count_of(local.numel() * local.element_size(), "all_gather");
@@ -408,7 +444,10 @@ void gather_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const 
 }
 
 void scatter_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const at::Tensor& out,
-                  const at::Tensor& stacked) {
+                  const at::Tensor& stacked, std::optional<uint64_t> on_board) {
+  if (on_board)
+    return detail::board_reduce_scatter(*c.board, *on_board, c.size, c.rank, out.data_ptr(),
+                                        out.numel(), out.scalar_type());
   if (engine) return engine->reduce_scatter(stacked, out);
   run(c, c.name, "reduce_scatter", [&](MPI_Request* r) {
     const int count = count_of(out.numel(), "reduce_scatter");
@@ -421,7 +460,10 @@ void scatter_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const
 }
 
 void exchange_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const at::Tensor& out,
-                   const at::Tensor& send) {
+                   const at::Tensor& send, std::optional<uint64_t> on_board) {
+  if (on_board)
+    return detail::board_all_to_all(*c.board, *on_board, c.size, c.rank, out.data_ptr(),
+                                    send.numel() / c.size * send.element_size());
   if (engine) return engine->all_to_all(send, out);
   run(c, c.name, "all_to_all", [&](MPI_Request* r) {
     const int count = count_of(send.numel() / c.size * send.element_size(), "all_to_all");
@@ -470,6 +512,20 @@ void copy_into(const at::Tensor& out, const at::Tensor& result) {
   at::Tensor(out).copy_(result.reshape(out.sizes()));
 }
 
+// An `_into` call after its checks: a group of one copies; else the input goes to `rows`
+// (gather_rows, scatter_rows or exchange_rows), on the board where it fits.
+template <class Rows>
+void run_into(detail::CommImpl& c, detail::DeviceEngine* engine, const char* op,
+              const at::Tensor& out, const at::Tensor& tensor, Rows rows) {
+  if (c.size == 1) {
+    agree(c, op, tensor, 0);
+    return copy_into(out, tensor);
+  }
+  at::Tensor input = into_input(out, tensor);
+  const auto on_board = agree(c, op, tensor, 0, input.data_ptr(), board_bytes(engine, input));
+  rows(c, engine, out, input, on_board);
+}
+
 }  // namespace
 
 at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const {
@@ -477,8 +533,13 @@ at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const
   if (!engine && staged(*impl_, tensor, "all_gather"))
     return all_gather(tensor.cpu(), dim).to(tensor.device());
   dim = normalize_dim(dim, std::max<int64_t>(tensor.dim(), 1), "all_gather");
-  agree(*impl_, "all_gather", tensor, dim);
-  if (impl_->size == 1) return tensor;
+  if (impl_->size == 1) {
+    agree(*impl_, "all_gather", tensor, dim);
+    return tensor;
+  }
+  at::Tensor local = tensor.contiguous();
+  const auto on_board =
+      agree(*impl_, "all_gather", tensor, dim, local.data_ptr(), board_bytes(engine, local));
   // Along dim 0 the gathered rows are the output itself; along another dim they are stacked
   // first, then concatenated.
   auto sizes = tensor.sizes().vec();
@@ -487,7 +548,7 @@ at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const
   else
     sizes[0] *= impl_->size;
   at::Tensor out = output_buffer(engine, sizes, tensor.options());
-  gather_rows(*impl_, engine, out, tensor.contiguous());
+  gather_rows(*impl_, engine, out, local, on_board);
   if (tensor.dim() == 0 || dim == 0) return out;
   return torch::cat(out.unbind(0), dim);
 }
@@ -497,9 +558,7 @@ void Communicator::all_gather_into(const at::Tensor& out, const at::Tensor& tens
   check_output(out, tensor, tensor.numel() * impl_->size, "all_gather_into");
   if (!engine && staged(*impl_, tensor, "all_gather_into"))
     return copy_into(out, all_gather(tensor.cpu(), 0));
-  agree(*impl_, "all_gather", tensor, 0);
-  if (impl_->size == 1) return copy_into(out, tensor);
-  gather_rows(*impl_, engine, out, into_input(out, tensor));
+  run_into(*impl_, engine, "all_gather", out, tensor, gather_rows);
 }
 
 at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) const {
@@ -510,8 +569,10 @@ at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) c
   NNX_CHECK(tensor.size(dim) % impl_->size == 0,
             "dim {} of size {} does not split evenly over {} members", dim, tensor.size(dim),
             impl_->size);
-  agree(*impl_, "reduce_scatter", tensor, dim);
-  if (impl_->size == 1) return tensor;
+  if (impl_->size == 1) {
+    agree(*impl_, "reduce_scatter", tensor, dim);
+    return tensor;
+  }
   at::Tensor input =
       detail::reduced_in_float(tensor.scalar_type()) ? tensor.to(at::kFloat) : tensor;
   // Chunks along dim 0 of a contiguous tensor already lie in member order (no copy).
@@ -525,8 +586,10 @@ at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) c
     sizes = stacked.sizes().vec();
     sizes.erase(sizes.begin());
   }
+  const auto on_board = agree(*impl_, "reduce_scatter", tensor, dim, stacked.data_ptr(),
+                              board_bytes(engine, stacked));
   at::Tensor out = output_buffer(engine, sizes, input.options());
-  scatter_rows(*impl_, engine, out, stacked);
+  scatter_rows(*impl_, engine, out, stacked, on_board);
   return out.scalar_type() == tensor.scalar_type() ? out : out.to(tensor.scalar_type());
 }
 
@@ -539,9 +602,7 @@ void Communicator::reduce_scatter_into(const at::Tensor& out, const at::Tensor& 
   if ((!engine && staged(*impl_, tensor, "reduce_scatter_into")) ||
       detail::reduced_in_float(tensor.scalar_type()))
     return copy_into(out, reduce_scatter(as_rows(tensor, impl_->size), 0));
-  agree(*impl_, "reduce_scatter", tensor, 0);
-  if (impl_->size == 1) return copy_into(out, tensor);
-  scatter_rows(*impl_, engine, out, into_input(out, tensor));
+  run_into(*impl_, engine, "reduce_scatter", out, tensor, scatter_rows);
 }
 
 at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
@@ -554,8 +615,10 @@ at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
   NNX_CHECK(tensor.size(split_dim) % impl_->size == 0,
             "dim {} of size {} does not split evenly over {} members", split_dim,
             tensor.size(split_dim), impl_->size);
-  agree(*impl_, "all_to_all", tensor, split_dim * 64 + concat_dim);
-  if (impl_->size == 1) return tensor;
+  if (impl_->size == 1) {
+    agree(*impl_, "all_to_all", tensor, split_dim * 64 + concat_dim);
+    return tensor;
+  }
   // Chunks along dim 0 of a contiguous tensor are already in member order (no copy), and
   // received chunks concatenated along dim 0 are the output itself.
   at::Tensor send = split_dim == 0 && tensor.is_contiguous()
@@ -568,8 +631,10 @@ at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
     sizes[0] *= impl_->size;
   else
     sizes.insert(sizes.begin(), impl_->size);
+  const auto on_board = agree(*impl_, "all_to_all", tensor, split_dim * 64 + concat_dim,
+                              send.data_ptr(), board_bytes(engine, send));
   at::Tensor received = output_buffer(engine, sizes, send.options());
-  exchange_rows(*impl_, engine, received, send);
+  exchange_rows(*impl_, engine, received, send, on_board);
   if (concat_dim == 0) return received;
   return torch::cat(received.unbind(0), concat_dim);
 }
@@ -582,9 +647,7 @@ void Communicator::all_to_all_into(const at::Tensor& out, const at::Tensor& tens
   check_output(out, tensor, tensor.numel(), "all_to_all_into");
   if (!engine && staged(*impl_, tensor, "all_to_all_into"))
     return copy_into(out, all_to_all(as_rows(tensor.cpu(), impl_->size), 0, 0));
-  agree(*impl_, "all_to_all", tensor, 0);
-  if (impl_->size == 1) return copy_into(out, tensor);
-  exchange_rows(*impl_, engine, out, into_input(out, tensor));
+  run_into(*impl_, engine, "all_to_all", out, tensor, exchange_rows);
 }
 
 void Communicator::broadcast_(at::Tensor& tensor, int root) const {
@@ -597,11 +660,20 @@ void Communicator::broadcast_(at::Tensor& tensor, int root) const {
   }
   NNX_CHECK(root >= 0 && root < impl_->size, "root {} is not a member of a group of {}", root,
             impl_->size);
-  agree(*impl_, "broadcast", tensor, root);
-  if (impl_->size == 1) return;
+  if (impl_->size == 1) {
+    agree(*impl_, "broadcast", tensor, root);
+    return;
+  }
   at::Tensor buffer = tensor.contiguous();
   int64_t bytes = buffer.numel() * static_cast<int64_t>(buffer.element_size());
-  if (engine) {
+  // Only the root's input is read: the others put nothing on the board.
+  const auto on_board = agree(*impl_, "broadcast", tensor, root,
+                              impl_->rank == root ? buffer.data_ptr() : nullptr,
+                              board_bytes(engine, buffer));
+  if (on_board) {
+    detail::board_broadcast(*impl_->board, *on_board, root, impl_->rank, buffer.data_ptr(),
+                            static_cast<size_t>(bytes));
+  } else if (engine) {
     engine->broadcast(buffer, root);
   } else run(*impl_, name_, "broadcast", [&](MPI_Request* r) {
     const int count = count_of(bytes, "broadcast");
@@ -790,8 +862,9 @@ PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
 
 void Communicator::barrier() const {
   static const at::Tensor nothing = at::empty({0}, at::kByte);
-  agree(*impl_, "barrier", nothing, 0);
-  if (impl_->size > 1)
+  // Agreeing on the board is a barrier already: every member has posted.
+  const bool on_board = agree(*impl_, "barrier", nothing, 0, nullptr, 0).has_value();
+  if (impl_->size > 1 && !on_board)
     run(*impl_, name_, "barrier", [&](MPI_Request* r) {
       return r ? MPI_Ibarrier(impl_->comm, r) : MPI_Barrier(impl_->comm);
     });

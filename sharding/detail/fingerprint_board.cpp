@@ -2,7 +2,8 @@
 // slot of (member, sequence) holds one word, the fingerprint's upper 40 bits over a 24-bit
 // sequence field that is never 0 (a zero word: nothing posted yet). A member is at most one
 // collective ahead of another (it cannot pass its next check until the other posts), so four
-// slots never wrap onto a word still being read.
+// slots never wrap onto a word still being read. After the slots, per member two data regions
+// of `capacity` bytes each.
 #include <nnx/sharding/detail/fingerprint_board.h>
 
 #include <nnx/sharding/detail/collective_wait.h>
@@ -17,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -47,12 +49,33 @@ uint64_t host_hash() {
   return std::hash<std::string>{}(name.data());
 }
 
+size_t slots_bytes(int size) { return (1 + static_cast<size_t>(size) * kSlots) * kLine; }
+
+// Bytes of input per member a collective may pass on the board: NNX_BOARD_COLLECTIVE_BYTES
+// (0: none), else 64 KiB, rounded up to whole cache lines.
+size_t wanted_capacity() {
+  const char* env = std::getenv("NNX_BOARD_COLLECTIVE_BYTES");
+  const long long bytes = env != nullptr ? std::atoll(env) : 64 << 10;
+  return bytes <= 0 ? 0 : (static_cast<size_t>(bytes) + kLine - 1) / kLine * kLine;
+}
+
+// Sizes the segment, with its pages reserved (a tmpfs page that cannot be had later would be a
+// SIGBUS on first touch): with data regions of `capacity` bytes, else without (capacity 0).
+bool size_segment(int fd, int size, size_t& capacity) {
+  if (capacity > 0 &&
+      posix_fallocate(fd, 0, static_cast<off_t>(slots_bytes(size) + 2 * size * capacity)) == 0)
+    return true;
+  capacity = 0;
+  return posix_fallocate(fd, 0, static_cast<off_t>(slots_bytes(size))) == 0;
+}
+
 }  // namespace
 
 int64_t fingerprint_boards_open() { return boards_open.load(); }
 
-FingerprintBoard::FingerprintBoard(void* memory, size_t bytes, int rank, int size)
-    : memory_(memory), bytes_(bytes), rank_(rank), size_(size) {
+FingerprintBoard::FingerprintBoard(void* memory, size_t bytes, size_t capacity, int rank,
+                                   int size)
+    : memory_(memory), bytes_(bytes), capacity_(capacity), rank_(rank), size_(size) {
   ++boards_open;
 }
 
@@ -64,6 +87,11 @@ FingerprintBoard::~FingerprintBoard() {
 uint64_t* FingerprintBoard::slot(int member, uint64_t sequence) const {
   const size_t index = 1 + static_cast<size_t>(member) * kSlots + sequence % kSlots;
   return reinterpret_cast<uint64_t*>(static_cast<char*>(memory_) + index * kLine);
+}
+
+void* FingerprintBoard::region(int member, uint64_t sequence) const {
+  const size_t index = 2 * static_cast<size_t>(member) + sequence % 2;
+  return static_cast<char*>(memory_) + slots_bytes(size_) + index * capacity_;
 }
 
 std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank, int size,
@@ -86,10 +114,10 @@ std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank
 
   // Member 0 makes the segment, names it and writes a nonce into it; the others map it and
   // check the nonce (a name can reach another machine's segment); it is unlinked once all have.
-  const size_t bytes = (1 + static_cast<size_t>(size) * kSlots) * kLine;
   struct Announcement {
     std::array<char, 64> name{};
     uint64_t nonce = 0;
+    uint64_t capacity = 0;
   } announced;
   int fd = -1;
   if (rank == 0) {
@@ -99,16 +127,20 @@ std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank
     std::snprintf(announced.name.data(), announced.name.size(), "/nnx-fingerprints-%d-%llu",
                   static_cast<int>(getpid()), static_cast<unsigned long long>(boards_made++));
     fd = shm_open(announced.name.data(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd >= 0 && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    size_t capacity = wanted_capacity();
+    if (fd >= 0 && !size_segment(fd, size, capacity)) {
       close(fd);
       shm_unlink(announced.name.data());
       fd = -1;
     }
     if (fd < 0) announced.name[0] = '\0';
+    announced.capacity = capacity;
   }
+  // Rank 0's sizes, announced below; its own mapping uses them already.
+  auto segment_bytes = [&] { return slots_bytes(size) + 2 * size * announced.capacity; };
   void* memory = MAP_FAILED;
   if (rank == 0 && fd >= 0) {
-    memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    memory = mmap(nullptr, segment_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (memory != MAP_FAILED) *static_cast<uint64_t*>(memory) = announced.nonce;
   }
   watched([&](MPI_Request* r) {
@@ -116,9 +148,10 @@ std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank
   });
   if (rank != 0 && announced.name[0] != '\0') {
     fd = shm_open(announced.name.data(), O_RDWR, 0);
-    if (fd >= 0) memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0)
+      memory = mmap(nullptr, segment_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (memory != MAP_FAILED && *static_cast<uint64_t*>(memory) != announced.nonce) {
-      munmap(memory, bytes);
+      munmap(memory, segment_bytes());
       memory = MAP_FAILED;
     }
   }
@@ -129,10 +162,11 @@ std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank
   });
   if (rank == 0 && announced.name[0] != '\0') shm_unlink(announced.name.data());
   if (all_mapped == 0) {
-    if (memory != MAP_FAILED) munmap(memory, bytes);
+    if (memory != MAP_FAILED) munmap(memory, segment_bytes());
     return nullptr;
   }
-  return std::unique_ptr<FingerprintBoard>(new FingerprintBoard(memory, bytes, rank, size));
+  return std::unique_ptr<FingerprintBoard>(
+      new FingerprintBoard(memory, segment_bytes(), announced.capacity, rank, size));
 }
 
 bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm comm,

@@ -2,7 +2,8 @@
 // fingerprint of the collective it is about to make and reads the others'. Where all members
 // share one machine, comparing there costs a cache line per member instead of an MPI
 // all-reduce. Nothing moves until every member has posted, so a mismatch is still caught before
-// any data does.
+// any data does. Small collectives move their data on the board too: each member writes its input
+// into its own region before it posts, and reads the others' once all have posted.
 #pragma once
 
 #include <mpi.h>
@@ -29,15 +30,24 @@ class FingerprintBoard {
 
   // Posts this member's fingerprint of collective number `sequence`, waits (without hanging,
   // as wait_for) until every member has posted its own, and says whether all are equal.
+  // Data written into own_region(sequence) before the call is visible to every member after it.
   bool agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm comm, const char* op,
              const std::string& comm_name);
 
+  // Bytes of input each member can pass on the board per collective (equal on every member; 0
+  // where the segment has no room for data). Regions alternate by sequence parity: a member
+  // writes region s + 2 only after every member has posted s + 1, so done reading s.
+  size_t capacity() const { return capacity_; }
+  void* own_region(uint64_t sequence) const { return region(rank_, sequence); }
+  void* region(int member, uint64_t sequence) const;
+
  private:
-  FingerprintBoard(void* memory, size_t bytes, int rank, int size);
+  FingerprintBoard(void* memory, size_t bytes, size_t capacity, int rank, int size);
   uint64_t* slot(int member, uint64_t sequence) const;
 
   void* memory_;
   size_t bytes_;
+  size_t capacity_;
   int rank_;
   int size_;
 };

@@ -1,0 +1,158 @@
+// Small collectives move their data on the shared-memory board (board_collectives.h), large ones
+// through MPI: both against values computed locally, on 2 and 4 ranks, without the full check
+// (which always takes the MPI path).
+#include <catch2/catch.hpp>
+
+#include "sharding_test_util.h"
+
+#include <nnx/nnx.h>
+#include <nnx/sharding/detail/board_collectives.h>
+
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <string>
+
+using Catch::Matchers::Contains;
+
+namespace {
+
+// Integer-valued contributions: sums are exact in any order, so both paths must match exactly.
+at::Tensor contribution(int r, int64_t numel, at::ScalarType dtype) {
+  return ((torch::arange(numel, torch::kDouble) * 7 + 13 * r).fmod(101) - 50).to(dtype);
+}
+
+// Whether members share a board with room for data (NNX_FINGERPRINT_BOARD=0 or
+// NNX_BOARD_COLLECTIVE_BYTES=0 turn it off).
+bool board_expected() {
+  for (const char* name : {"NNX_FINGERPRINT_BOARD", "NNX_BOARD_COLLECTIVE_BYTES"}) {
+    const char* env = std::getenv(name);
+    if (env != nullptr && std::string(env) == "0") return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("collectives on the board and through MPI equal their definitions",
+          "[ranks2][ranks4]") {
+  nnx_test::CheckingMode checking(false);
+  auto world = nnx::Communicator::world();
+  const int n = world.size(), me = world.rank();
+  // 1000 elements lie on the board (within 64 KiB per member); 40000 float32 (160 KB) do not.
+  const int64_t numel = GENERATE(1000, 40000);
+  for (auto dtype : {at::kFloat, at::kDouble, at::kLong, at::kInt, at::kByte}) {
+    CAPTURE(numel, dtype);
+    const int64_t rows = numel / n * n;  // splits evenly over the members
+    std::vector<at::Tensor> all;
+    for (int r = 0; r < n; ++r)
+      all.push_back(contribution(r, rows, dtype == at::kByte ? at::kDouble : dtype)
+                        .abs()
+                        .to(dtype));
+    const at::Tensor mine = all[me];
+    const int64_t board_before = nnx::detail::board_collectives_run();
+
+    auto stack = torch::stack(all, 0);
+    auto sum = stack.to(torch::kDouble).sum(0).to(dtype);
+    if (dtype != at::kByte) {  // sums of bytes wrap; max and min are exact for all
+      auto reduced = mine.clone();
+      world.all_reduce_(reduced);
+      CHECK(torch::equal(reduced, sum));
+    }
+    auto high = mine.clone(), low = mine.clone();
+    world.all_reduce_(high, nnx::ReduceOp::max);
+    world.all_reduce_(low, nnx::ReduceOp::min);
+    CHECK(torch::equal(high, std::get<0>(stack.max(0))));
+    CHECK(torch::equal(low, std::get<0>(stack.min(0))));
+
+    CHECK(torch::equal(world.all_gather(mine, 0), torch::cat(all, 0)));
+    auto gathered = torch::full({n * rows}, 7, mine.options());
+    world.all_gather_into(gathered, mine);
+    CHECK(torch::equal(gathered, torch::cat(all, 0)));
+
+    const int64_t part = rows / n;
+    auto sum_part = sum.narrow(0, me * part, part);
+    if (dtype != at::kByte) {
+      CHECK(torch::equal(world.reduce_scatter(mine, 0), sum_part));
+      auto scattered = torch::full({part}, 7, mine.options());
+      world.reduce_scatter_into(scattered, mine);
+      CHECK(torch::equal(scattered, sum_part));
+    }
+
+    std::vector<at::Tensor> received;
+    for (int r = 0; r < n; ++r) received.push_back(all[r].narrow(0, me * part, part));
+    CHECK(torch::equal(world.all_to_all(mine, 0, 0), torch::cat(received, 0)));
+    auto exchanged = torch::full({rows}, 7, mine.options());
+    world.all_to_all_into(exchanged, mine);
+    CHECK(torch::equal(exchanged, torch::cat(received, 0)));
+
+    for (int root = 0; root < n; ++root) {
+      auto b = mine.clone();
+      world.broadcast_(b, root);
+      CHECK(torch::equal(b, all[root]));
+    }
+    world.barrier();
+
+    // Which path ran: every call above on the board where it fits, none where it does not.
+    const int calls = (dtype != at::kByte ? 3 : 0) + 2 + 2 + 2 + n;
+    const bool fits = rows * mine.element_size() <= (64 << 10);
+    CHECK(nnx::detail::board_collectives_run() - board_before ==
+          (fits && board_expected() ? calls : 0));
+  }
+}
+
+TEST_CASE("a float sum on the board has the same bits on every member, in member order",
+          "[ranks2][ranks4]") {
+  nnx_test::CheckingMode checking(false);
+  auto world = nnx::Communicator::world();
+  const int n = world.size(), me = world.rank();
+  auto generator = at::detail::createCPUGenerator(1234 + me);
+  auto x = at::randn({4096}, generator, torch::kFloat) * std::pow(10.f, static_cast<float>(me));
+  auto inputs = world.all_gather(x.unsqueeze(0), 0);  // [n, 4096]
+  auto reduced = x.clone();
+  world.all_reduce_(reduced);
+  auto results = world.all_gather(reduced.unsqueeze(0), 0);
+  for (int r = 1; r < n; ++r) CHECK(torch::equal(results[r], results[0]));
+  if (board_expected()) {
+    auto in_order = inputs[0].clone();
+    for (int r = 1; r < n; ++r) in_order += inputs[r];
+    CHECK(torch::equal(reduced, in_order));
+  }
+  // max and min keep a NaN from any member.
+  auto with_nan = torch::full({8}, static_cast<float>(me));
+  if (me == n - 1) with_nan[3] = std::numeric_limits<float>::quiet_NaN();
+  auto high = with_nan.clone(), low = with_nan.clone();
+  world.all_reduce_(high, nnx::ReduceOp::max);
+  world.all_reduce_(low, nnx::ReduceOp::min);
+  CHECK(std::isnan(high[3].item<float>()));
+  CHECK(std::isnan(low[3].item<float>()));
+  CHECK(high[0].item<float>() == static_cast<float>(n - 1));
+  CHECK(low[0].item<float>() == 0.f);
+}
+
+TEST_CASE("small and large collectives interleaved stay in step", "[ranks2][ranks4]") {
+  // Board regions alternate by call parity; large calls in between go through MPI.
+  nnx_test::CheckingMode checking(false);
+  auto world = nnx::Communicator::world();
+  const int n = world.size(), me = world.rank();
+  for (int i = 0; i < 200; ++i) {
+    const int64_t numel = i % 3 == 2 ? 20000 * n : 16 * n;
+    auto x = torch::full({numel}, static_cast<double>(me + i));
+    world.all_reduce_(x);
+    REQUIRE(torch::equal(x, torch::full({numel}, static_cast<double>(n * i + n * (n - 1) / 2))));
+    auto g = world.all_gather(torch::full({2}, static_cast<float>(i * n + me)), 0);
+    REQUIRE(torch::equal(g, (torch::arange(n) + i * n).to(torch::kFloat).repeat_interleave(2)));
+  }
+}
+
+TEST_CASE("members disagreeing across the board's size limit get an error on every rank",
+          "[ranks2][ranks4]") {
+  nnx_test::CheckingMode checking(false);
+  auto world = nnx::Communicator::world();
+  // Rank 0's input would go through MPI, the others' on the board: caught before data moves.
+  auto x = torch::ones({world.rank() == 0 ? 40000 : 100});
+  CHECK_THROWS_WITH(world.all_gather(x, 0), Contains("members disagree on the collective"));
+  auto y = torch::ones({4});
+  world.all_reduce_(y);  // still in step
+  CHECK(torch::equal(y, torch::full({4}, static_cast<float>(world.size()))));
+}
