@@ -248,19 +248,28 @@ std::vector<std::string> call_sites(const detail::CommImpl& c, const char* op,
   return out;
 }
 
+// What a collective may put on the board: `bytes` from `data` (null: nothing to share, as for a
+// broadcast's non-roots; bytes < 0: not on the board). Collectives that only move data
+// (`moves_only`) use a quarter of the board's room: above that, MPI's single copy between
+// processes beats the board's copy in and out.
+struct BoardInput {
+  const void* data = nullptr;
+  int64_t bytes = -1;
+  bool moves_only = false;
+};
+
 // All members must call the same collective on the same dtype and shape: checked by fingerprint
 // always, and in full (every rank's call and, in debug mode, its call path) in debug mode or
 // when fingerprints differ. In debug mode two calls of the same shape from different lines of the
 // program differ too, and each rank's message names every rank's call site.
 //
-// A call that can move its data on the board passes `board_bytes` (its input's size, >= 0) and,
-// where it has input to share, `data`: if the board has room, the input goes into this member's
-// region before the fingerprint is posted, and agree returns the call's sequence number, at
-// which every member's input is readable (board_collectives.h). Otherwise (nullopt) the engine
-// moves the data. The choice is the same on every member: it depends on the fingerprint alone.
+// A call that can move its data on the board passes its `input` (board_input): if the board has
+// room, the input goes into this member's region before the fingerprint is posted, and agree
+// returns the call's sequence number, at which every member's input is readable
+// (board_collectives.h). Otherwise (nullopt) the engine moves the data. The choice is the same
+// on every member: it depends on the fingerprint alone.
 std::optional<uint64_t> agree(detail::CommImpl& c, const char* op, const at::Tensor& t,
-                              int64_t extra, const void* data = nullptr,
-                              int64_t board_bytes = -1) {
+                              int64_t extra, const BoardInput& input = {}) {
   const uint64_t sequence = ++c.calls;
   if (c.size == 1) return std::nullopt;
   bool fingerprints_differ = false;
@@ -268,10 +277,10 @@ std::optional<uint64_t> agree(detail::CommImpl& c, const char* op, const at::Ten
   if (!full) {
     if (!fingerprinting()) return std::nullopt;
     open_board(c, op);
-    const bool on_board = c.board && board_bytes >= 0 &&
-                          static_cast<size_t>(board_bytes) <= c.board->capacity();
-    if (on_board && data != nullptr && board_bytes > 0)
-      std::memcpy(c.board->own_region(sequence), data, static_cast<size_t>(board_bytes));
+    const size_t room = c.board ? c.board->capacity() / (input.moves_only ? 4 : 1) : 0;
+    const bool on_board = c.board && input.bytes >= 0 && static_cast<size_t>(input.bytes) <= room;
+    if (on_board && input.data != nullptr && input.bytes > 0)
+      std::memcpy(c.board->own_region(sequence), input.data, static_cast<size_t>(input.bytes));
     if (fingerprints_match(c, sequence, op, t, extra))
       return on_board ? std::optional<uint64_t>(sequence) : std::nullopt;
     fingerprints_differ = true;
@@ -316,9 +325,12 @@ std::optional<uint64_t> agree(detail::CommImpl& c, const char* op, const at::Ten
                                       fmt::join(t.sizes(), ", "), table));
 }
 
-// An input's bytes, for agree(): CPU inputs may move on the board (-1: a device engine moves it).
-int64_t board_bytes(const detail::DeviceEngine* engine, const at::Tensor& input) {
-  return engine ? -1 : input.numel() * static_cast<int64_t>(input.element_size());
+// A contiguous input for agree(): CPU inputs may move on the board, not a device engine's.
+BoardInput board_input(const detail::DeviceEngine* engine, const at::Tensor& input,
+                       bool moves_only, bool shared = true) {
+  if (engine) return {};
+  return {shared ? input.data_ptr() : nullptr,
+          input.numel() * static_cast<int64_t>(input.element_size()), moves_only};
 }
 
 }  // namespace
@@ -407,7 +419,7 @@ void Communicator::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
                           ? tensor.to(at::kFloat).contiguous()
                           : tensor.contiguous();
   const auto on_board = agree(*impl_, "all_reduce", tensor, static_cast<int64_t>(op),
-                              buffer.data_ptr(), board_bytes(engine, buffer));
+                              board_input(engine, buffer, false));
   if (on_board) {
     detail::board_all_reduce(*impl_->board, *on_board, impl_->size, buffer.data_ptr(),
                              buffer.numel(), buffer.scalar_type(), op);
@@ -516,13 +528,13 @@ void copy_into(const at::Tensor& out, const at::Tensor& result) {
 // (gather_rows, scatter_rows or exchange_rows), on the board where it fits.
 template <class Rows>
 void run_into(detail::CommImpl& c, detail::DeviceEngine* engine, const char* op,
-              const at::Tensor& out, const at::Tensor& tensor, Rows rows) {
+              bool moves_only, const at::Tensor& out, const at::Tensor& tensor, Rows rows) {
   if (c.size == 1) {
     agree(c, op, tensor, 0);
     return copy_into(out, tensor);
   }
   at::Tensor input = into_input(out, tensor);
-  const auto on_board = agree(c, op, tensor, 0, input.data_ptr(), board_bytes(engine, input));
+  const auto on_board = agree(c, op, tensor, 0, board_input(engine, input, moves_only));
   rows(c, engine, out, input, on_board);
 }
 
@@ -539,7 +551,7 @@ at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const
   }
   at::Tensor local = tensor.contiguous();
   const auto on_board =
-      agree(*impl_, "all_gather", tensor, dim, local.data_ptr(), board_bytes(engine, local));
+      agree(*impl_, "all_gather", tensor, dim, board_input(engine, local, true));
   // Along dim 0 the gathered rows are the output itself; along another dim they are stacked
   // first, then concatenated.
   auto sizes = tensor.sizes().vec();
@@ -558,7 +570,7 @@ void Communicator::all_gather_into(const at::Tensor& out, const at::Tensor& tens
   check_output(out, tensor, tensor.numel() * impl_->size, "all_gather_into");
   if (!engine && staged(*impl_, tensor, "all_gather_into"))
     return copy_into(out, all_gather(tensor.cpu(), 0));
-  run_into(*impl_, engine, "all_gather", out, tensor, gather_rows);
+  run_into(*impl_, engine, "all_gather", true, out, tensor, gather_rows);
 }
 
 at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) const {
@@ -586,8 +598,8 @@ at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) c
     sizes = stacked.sizes().vec();
     sizes.erase(sizes.begin());
   }
-  const auto on_board = agree(*impl_, "reduce_scatter", tensor, dim, stacked.data_ptr(),
-                              board_bytes(engine, stacked));
+  const auto on_board =
+      agree(*impl_, "reduce_scatter", tensor, dim, board_input(engine, stacked, false));
   at::Tensor out = output_buffer(engine, sizes, input.options());
   scatter_rows(*impl_, engine, out, stacked, on_board);
   return out.scalar_type() == tensor.scalar_type() ? out : out.to(tensor.scalar_type());
@@ -602,7 +614,7 @@ void Communicator::reduce_scatter_into(const at::Tensor& out, const at::Tensor& 
   if ((!engine && staged(*impl_, tensor, "reduce_scatter_into")) ||
       detail::reduced_in_float(tensor.scalar_type()))
     return copy_into(out, reduce_scatter(as_rows(tensor, impl_->size), 0));
-  run_into(*impl_, engine, "reduce_scatter", out, tensor, scatter_rows);
+  run_into(*impl_, engine, "reduce_scatter", false, out, tensor, scatter_rows);
 }
 
 at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
@@ -632,7 +644,7 @@ at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
   else
     sizes.insert(sizes.begin(), impl_->size);
   const auto on_board = agree(*impl_, "all_to_all", tensor, split_dim * 64 + concat_dim,
-                              send.data_ptr(), board_bytes(engine, send));
+                              board_input(engine, send, true));
   at::Tensor received = output_buffer(engine, sizes, send.options());
   exchange_rows(*impl_, engine, received, send, on_board);
   if (concat_dim == 0) return received;
@@ -647,7 +659,7 @@ void Communicator::all_to_all_into(const at::Tensor& out, const at::Tensor& tens
   check_output(out, tensor, tensor.numel(), "all_to_all_into");
   if (!engine && staged(*impl_, tensor, "all_to_all_into"))
     return copy_into(out, all_to_all(as_rows(tensor.cpu(), impl_->size), 0, 0));
-  run_into(*impl_, engine, "all_to_all", out, tensor, exchange_rows);
+  run_into(*impl_, engine, "all_to_all", true, out, tensor, exchange_rows);
 }
 
 void Communicator::broadcast_(at::Tensor& tensor, int root) const {
@@ -668,8 +680,7 @@ void Communicator::broadcast_(at::Tensor& tensor, int root) const {
   int64_t bytes = buffer.numel() * static_cast<int64_t>(buffer.element_size());
   // Only the root's input is read: the others put nothing on the board.
   const auto on_board = agree(*impl_, "broadcast", tensor, root,
-                              impl_->rank == root ? buffer.data_ptr() : nullptr,
-                              board_bytes(engine, buffer));
+                              board_input(engine, buffer, true, impl_->rank == root));
   if (on_board) {
     detail::board_broadcast(*impl_->board, *on_board, root, impl_->rank, buffer.data_ptr(),
                             static_cast<size_t>(bytes));
@@ -863,7 +874,7 @@ PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
 void Communicator::barrier() const {
   static const at::Tensor nothing = at::empty({0}, at::kByte);
   // Agreeing on the board is a barrier already: every member has posted.
-  const bool on_board = agree(*impl_, "barrier", nothing, 0, nullptr, 0).has_value();
+  const bool on_board = agree(*impl_, "barrier", nothing, 0, {nullptr, 0}).has_value();
   if (impl_->size > 1 && !on_board)
     run(*impl_, name_, "barrier", [&](MPI_Request* r) {
       return r ? MPI_Ibarrier(impl_->comm, r) : MPI_Barrier(impl_->comm);
