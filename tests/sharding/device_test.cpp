@@ -82,8 +82,10 @@ TEST_CASE("attention on CUDA (fused kernels) equals the CPU's, causal or not, an
       const auto q = torch::randn({2, 4, q_len, 64}), k = torch::randn({2, 4, kv_len, 64}),
                  v = torch::randn({2, 4, kv_len, 64});
       auto run = [&](torch::Device device) {
-        auto qd = q.to(device).requires_grad_(), kd = k.to(device).requires_grad_(),
-             vd = v.to(device).requires_grad_();
+        // Fresh leaves per device (q.to(kCPU) is q itself: without detach the CPU run would make
+        // q a leaf that needs grad, and q.to(kCUDA) a non-leaf with no .grad()).
+        auto leaf = [&](const torch::Tensor& t) { return t.detach().to(device).requires_grad_(); };
+        auto qd = leaf(q), kd = leaf(k), vd = leaf(v);
         auto out = nnx::dot_product_attention(nnx::Array(qd), nnx::Array(kd), nnx::Array(vd),
                                               causal).local();
         (out * out).sum().backward();
