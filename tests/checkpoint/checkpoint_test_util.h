@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -82,6 +83,13 @@ inline void check_bitwise_equal(const std::map<std::string, at::Tensor>& a,
     CHECK(t.scalar_type() == b.at(path).scalar_type());
     CHECK(torch::equal(t, b.at(path)));
   }
+}
+
+// A helper program's path: the environment variable `name` where set (the test programs carried
+// to another machine, as tools/gpu/build-and-test.sh does), else the path of this build.
+inline std::string helper_path(const char* name, const char* built) {
+  const char* env = std::getenv(name);
+  return env != nullptr && *env != '\0' ? env : built;
 }
 
 }  // namespace nnx_test

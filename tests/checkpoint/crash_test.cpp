@@ -30,9 +30,10 @@ pid_t start_saver(const std::string& dir) {
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
+  const std::string saver = nnx_test::helper_path("NNX_CRASH_SAVER", NNX_CRASH_SAVER);
   pid_t pid = ::fork();
   if (pid == 0) {
-    ::execle(NNX_CRASH_SAVER, NNX_CRASH_SAVER, dir.c_str(), static_cast<char*>(nullptr),
+    ::execle(saver.c_str(), saver.c_str(), dir.c_str(), static_cast<char*>(nullptr),
              envp.data());
     ::_exit(127);
   }

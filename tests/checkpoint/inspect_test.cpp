@@ -44,7 +44,9 @@ nnx::State on_mesh(const std::shared_ptr<const nnx::Mesh>& mesh, bool rows) {
 
 // numpy's view of a safetensors file: "name dtype [shape] sum" per line.
 std::string numpy_view(const std::string& file) {
-  auto [status, out] = run(fmt::format("{} {} {}", NNX_PYTHON, NNX_NUMPY_READ, file));
+  auto [status, out] = run(fmt::format("{} {} {}", nnx_test::helper_path("NNX_PYTHON", NNX_PYTHON),
+                                           nnx_test::helper_path("NNX_NUMPY_READ", NNX_NUMPY_READ),
+                                           file));
   INFO(out);
   REQUIRE(status == 0);
   return out;
@@ -97,7 +99,7 @@ TEST_CASE("describe lists the tree and verify finds every damaged chunk") {
 
 TEST_CASE("the nnx-ckpt command lists, verifies, exports and imports") {
   nnx_test::SharedDir dir;
-  const std::string tool = NNX_CKPT_TOOL, c = dir.sub("c");
+  const std::string tool = nnx_test::helper_path("NNX_CKPT_TOOL", NNX_CKPT_TOOL), c = dir.sub("c");
   ckpt::save(c, on_mesh(nullptr, true));
   auto [ls_status, ls] = run(tool + " ls " + c);
   CHECK(ls_status == 0);

@@ -89,6 +89,9 @@ if [ -n "$bin" ]; then
   echo "== programs built for torch $torch_version: $bin"
   tests=$bin/nnx_tests values=$bin/flax_peer_values
   bench_train=$bin/bench_device_train bench_init=$bin/bench_sharded_init
+  # The helper programs the checkpoint suites run, in place of the paths of the build elsewhere.
+  export NNX_CKPT_TOOL=$bin/nnx-ckpt NNX_CRASH_SAVER=$bin/nnx_crash_saver NNX_PYTHON=python3 \
+    NNX_NUMPY_READ=$root/tests/checkpoint/numpy_read.py
 else
   step configure 300 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DNNX_PYTHON="$(command -v python3)" -DCMAKE_PREFIX_PATH="$usr" \
