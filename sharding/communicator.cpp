@@ -189,6 +189,7 @@ bool fingerprints_match(detail::CommImpl& c, uint64_t sequence, const char* op,
     h ^= h >> 31;
   };
   mix(static_cast<uint64_t>(t.scalar_type()));
+  mix(static_cast<uint64_t>(t.device().type()));  // a CPU tensor never pairs with a CUDA one
   mix(static_cast<uint64_t>(extra));
   mix(static_cast<uint64_t>(t.dim()));
   for (int64_t d = 0; d < t.dim(); ++d) mix(static_cast<uint64_t>(t.size(d)));
@@ -286,7 +287,7 @@ std::optional<uint64_t> agree(detail::CommImpl& c, const char* op, const at::Ten
     fingerprints_differ = true;
   }
   const detail::CallStack stack = full ? detail::capture_call_stack() : detail::CallStack{};
-  constexpr int kShapeWords = 8, kWords = 6 + kShapeWords;
+  constexpr int kShapeWords = 8, kWords = 7 + kShapeWords;
   std::array<int64_t, kWords> mine{};
   mine[0] = static_cast<int64_t>(std::hash<std::string_view>{}(op) & 0x7fffffff);
   mine[1] = static_cast<int64_t>(t.scalar_type());
@@ -294,7 +295,8 @@ std::optional<uint64_t> agree(detail::CommImpl& c, const char* op, const at::Ten
   mine[3] = extra;
   mine[4] = static_cast<int64_t>(sequence);
   mine[5] = static_cast<int64_t>(detail::hash_of(stack) >> 1);
-  for (int64_t d = 0; d < std::min<int64_t>(t.dim(), kShapeWords); ++d) mine[6 + d] = t.size(d);
+  mine[6] = static_cast<int64_t>(t.device().type());
+  for (int64_t d = 0; d < std::min<int64_t>(t.dim(), kShapeWords); ++d) mine[7 + d] = t.size(d);
   // The op's name travels too, for the message.
   constexpr int kNameChars = 24;
   std::array<char, kNameChars> name{};
@@ -313,11 +315,12 @@ std::optional<uint64_t> agree(detail::CommImpl& c, const char* op, const at::Ten
   std::string table;
   for (int r = 0; r < c.size; ++r) {
     const int64_t* s = all.data() + r * kWords;
-    std::vector<int64_t> shape(s + 6, s + 6 + std::clamp<int64_t>(s[2], 0, kShapeWords));
-    table += fmt::format("\n  rank {}: collective #{} on '{}': {} {} ({}) arg {}, {}", r, s[4],
-                         c.name, names.data() + r * kNameChars,
+    std::vector<int64_t> shape(s + 7, s + 7 + std::clamp<int64_t>(s[2], 0, kShapeWords));
+    table += fmt::format("\n  rank {}: collective #{} on '{}': {} {} ({}) on {} arg {}, {}", r,
+                         s[4], c.name, names.data() + r * kNameChars,
                          c10::toString(static_cast<at::ScalarType>(s[1])), fmt::join(shape, ", "),
-                         s[3], sites[r]);
+                         c10::DeviceTypeName(static_cast<c10::DeviceType>(s[6]), true), s[3],
+                         sites[r]);
   }
   detail::throw_error(op, fmt::format("members disagree on the collective (rank {} called {} with "
                                       "{} ({})):{}",
@@ -509,7 +512,8 @@ void check_output(const at::Tensor& out, const at::Tensor& in, int64_t numel, co
 // The input of an `_into` call as the engines may read it: contiguous, and a copy where it
 // shares memory with `out` (MPI and NCCL need distinct buffers).
 at::Tensor into_input(const at::Tensor& out, const at::Tensor& in) {
-  if (at::get_overlap_status(out, in) != at::MemOverlapStatus::No) return in.clone();
+  if (at::get_overlap_status(out, in) != at::MemOverlapStatus::No)
+    return in.clone(at::MemoryFormat::Contiguous);  // in logical order, whatever its strides
   return in.contiguous();
 }
 

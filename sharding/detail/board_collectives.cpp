@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <type_traits>
 
 namespace nnx::detail {
 
@@ -13,12 +14,19 @@ namespace {
 
 std::atomic<int64_t> board_runs{0};
 
-// acc[i] = acc[i] op in[i]; max and min keep a NaN from either side.
+// acc[i] = acc[i] op in[i]; max and min keep a NaN from either side. Integer sums wrap (as
+// MPI's do), computed unsigned so that overflow is defined.
 template <class T>
 void combine(T* acc, const T* in, int64_t n, ReduceOp op) {
   switch (op) {
     case ReduceOp::sum:
-      for (int64_t i = 0; i < n; ++i) acc[i] += in[i];
+      if constexpr (std::is_integral_v<T>) {
+        using U = std::make_unsigned_t<T>;
+        for (int64_t i = 0; i < n; ++i)
+          acc[i] = static_cast<T>(static_cast<U>(acc[i]) + static_cast<U>(in[i]));
+      } else {
+        for (int64_t i = 0; i < n; ++i) acc[i] += in[i];
+      }
       return;
     case ReduceOp::max:
       for (int64_t i = 0; i < n; ++i)
@@ -35,6 +43,7 @@ void combine(T* acc, const T* in, int64_t n, ReduceOp op) {
 template <class T>
 void reduce_members(const FingerprintBoard& board, uint64_t sequence, int members, int64_t chunk,
                     T* out, int64_t n, ReduceOp op) {
+  if (n == 0) return;
   auto input = [&](int m) { return static_cast<const T*>(board.region(m, sequence)) + chunk * n; };
   std::memcpy(out, input(0), static_cast<size_t>(n) * sizeof(T));
   for (int m = 1; m < members; ++m) combine(out, input(m), n, op);
@@ -72,6 +81,7 @@ void board_all_reduce(const FingerprintBoard& board, uint64_t sequence, int memb
 void board_all_gather(const FingerprintBoard& board, uint64_t sequence, int members, void* out,
                       size_t bytes) {
   ++board_runs;
+  if (bytes == 0) return;
   for (int m = 0; m < members; ++m)
     std::memcpy(static_cast<char*>(out) + m * bytes, board.region(m, sequence), bytes);
 }
@@ -86,6 +96,7 @@ void board_reduce_scatter(const FingerprintBoard& board, uint64_t sequence, int 
 void board_all_to_all(const FingerprintBoard& board, uint64_t sequence, int members, int me,
                       void* out, size_t chunk_bytes) {
   ++board_runs;
+  if (chunk_bytes == 0) return;
   for (int m = 0; m < members; ++m)
     std::memcpy(static_cast<char*>(out) + m * chunk_bytes,
                 static_cast<const char*>(board.region(m, sequence)) + me * chunk_bytes,

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -52,10 +53,11 @@ uint64_t host_hash() {
 size_t slots_bytes(int size) { return (1 + static_cast<size_t>(size) * kSlots) * kLine; }
 
 // Bytes of input per member a collective may pass on the board: NNX_BOARD_COLLECTIVE_BYTES
-// (0: none), else 64 KiB, rounded up to whole cache lines.
+// (0: none; at most 16 MiB), else 64 KiB, rounded up to whole cache lines. Member 0's value
+// holds for all.
 size_t wanted_capacity() {
   const char* env = std::getenv("NNX_BOARD_COLLECTIVE_BYTES");
-  const long long bytes = env != nullptr ? std::atoll(env) : 64 << 10;
+  const long long bytes = std::min(env != nullptr ? std::atoll(env) : 64LL << 10, 16LL << 20);
   return bytes <= 0 ? 0 : (static_cast<size_t>(bytes) + kLine - 1) / kLine * kLine;
 }
 

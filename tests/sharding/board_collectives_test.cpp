@@ -22,10 +22,11 @@ at::Tensor contribution(int r, int64_t numel, at::ScalarType dtype) {
   return ((torch::arange(numel, torch::kDouble) * 7 + 13 * r).fmod(101) - 50).to(dtype);
 }
 
-// Whether members share a board with room for data (NNX_FINGERPRINT_BOARD=0 or
-// NNX_BOARD_COLLECTIVE_BYTES=0 turn it off).
+// Whether members share a board with room for data (NNX_FINGERPRINT_BOARD=0,
+// NNX_BOARD_COLLECTIVE_BYTES=0 or NNX_COLLECTIVE_FINGERPRINT=0 turn it off).
 bool board_expected() {
-  for (const char* name : {"NNX_FINGERPRINT_BOARD", "NNX_BOARD_COLLECTIVE_BYTES"}) {
+  for (const char* name :
+       {"NNX_FINGERPRINT_BOARD", "NNX_BOARD_COLLECTIVE_BYTES", "NNX_COLLECTIVE_FINGERPRINT"}) {
     const char* env = std::getenv(name);
     if (env != nullptr && std::string(env) == "0") return false;
   }
@@ -158,4 +159,60 @@ TEST_CASE("members disagreeing across the board's size limit get an error on eve
   auto y = torch::ones({4});
   world.all_reduce_(y);  // still in step
   CHECK(torch::equal(y, torch::full({4}, static_cast<float>(world.size()))));
+}
+
+TEST_CASE("the board takes empty, half, strided and overlapping inputs, other dims and groups",
+          "[ranks2][ranks4]") {
+  nnx_test::CheckingMode checking(false);
+  auto world = nnx::Communicator::world();
+  const int n = world.size(), me = world.rank();
+  auto rows = [&](int r) { return (torch::arange(6 * n) + 100 * r).to(torch::kFloat).view({2, 3 * n}); };
+  std::vector<at::Tensor> all;
+  for (int r = 0; r < n; ++r) all.push_back(rows(r));
+
+  // Empty tensors move nothing and fail nothing.
+  auto empty = torch::empty({0});
+  world.all_reduce_(empty);
+  CHECK(world.all_gather(torch::empty({0, 3}), 0).sizes() == c10::IntArrayRef({0, 3}));
+  auto none = torch::empty({0});
+  world.all_to_all_into(none, torch::empty({0}));
+
+  // Half is reduced in float32 and comes back as half.
+  auto half = rows(me).to(torch::kHalf);
+  world.all_reduce_(half);
+  CHECK(half.scalar_type() == torch::kHalf);
+  CHECK(torch::equal(half.to(torch::kFloat), torch::stack(all, 0).sum(0)));
+
+  // Along dims other than 0.
+  CHECK(torch::equal(world.all_gather(rows(me), 1), torch::cat(all, 1)));
+  CHECK(torch::equal(world.reduce_scatter(rows(me), 1),
+                     torch::stack(all, 0).sum(0).chunk(n, 1)[me]));
+  std::vector<at::Tensor> received;
+  for (int r = 0; r < n; ++r) received.push_back(all[r].chunk(n, 1)[me]);
+  CHECK(torch::equal(world.all_to_all(rows(me), 1, 0), torch::cat(received, 0)));
+
+  // A strided input that overlaps the output is read in its logical order.
+  auto out = (torch::arange(12 * n) + 1000 * me).to(torch::kFloat);
+  auto overlapping = out.narrow(0, 0, 12).view({4, 3}).t();
+  world.all_gather_into(out, overlapping);
+  std::vector<at::Tensor> expected;
+  for (int r = 0; r < n; ++r)
+    expected.push_back((torch::arange(12) + 1000 * r).to(torch::kFloat).view({4, 3}).t().reshape(-1));
+  CHECK(torch::equal(out, torch::cat(expected, 0)));
+
+  // A group whose ranks run backwards from the world's.
+  auto reversed = world.split(0, n - 1 - me, "reversed");
+  REQUIRE(reversed.rank() == n - 1 - me);
+  std::vector<at::Tensor> by_group_rank;
+  for (int g = 0; g < n; ++g) by_group_rank.push_back(torch::full({3}, static_cast<float>(n - 1 - g)));
+  CHECK(torch::equal(reversed.all_gather(torch::full({3}, static_cast<float>(me)), 0),
+                     torch::cat(by_group_rank, 0)));
+
+  // The full check switched on and off between calls.
+  for (int i = 0; i < 6; ++i) {
+    nnx_test::CheckingMode toggled(i % 2 == 0);
+    auto x = torch::full({5}, static_cast<double>(me + i));
+    world.all_reduce_(x);
+    REQUIRE(torch::equal(x, torch::full({5}, static_cast<double>(n * i + n * (n - 1) / 2))));
+  }
 }
