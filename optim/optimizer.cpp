@@ -2,6 +2,7 @@
 // parameter's state layout, then the updates added in place (all-gathered for ZeRO parameters).
 #include <nnx/core/error.h>
 #include <nnx/framework/graph.h>
+#include <nnx/optim/detail/adam_kernel.h>
 #include <nnx/optim/detail/fused_stage.h>
 #include <nnx/optim/detail/tx_state_copy.h>
 #include <nnx/optim/optimizer.h>
@@ -11,6 +12,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <set>
 
 namespace nnx::optim {
@@ -133,10 +135,19 @@ void Optimizer::update(Module& model, State grads) {
     updates.add(path, nnx::detail::variable_like(g, value));
   }
   State view = transform_view(params);
+  // Device tensors: Adam chains as LibTorch's fused kernel (adam_kernel.h). CPU tensors: every
+  // built-in chain as nnx's own pass. Else the transformations' `update`.
+  const bool zero = std::any_of(slots_.begin(), slots_.end(),
+                                [](const Slot& s) { return s.zero_spec.has_value(); });
+  const bool kernel = tx_.fused && !zero && detail::adam_kernel_applies(updates, params);
+  const bool own_pass = tx_.fused && detail::fusable(updates, view);
   std::shared_ptr<FusedStage> fused;
-  if (tx_.fused && detail::fusable(updates, view))
-    fused = tx_.fused(state_, FusedInputs{updates, view, true});
-  if (fused) {
+  if (kernel || own_pass) fused = tx_.fused(state_, FusedInputs{updates, view, true});
+  if (fused && kernel && detail::run_adam_kernel(*fused, params, updates)) {
+    step_.set_value(Array(torch::full({}, step() + 1, torch::kLong)));
+    return;
+  }
+  if (fused && own_pass) {
     step_fused(*fused, params, updates, view);
     return;
   }

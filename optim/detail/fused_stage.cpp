@@ -70,6 +70,7 @@ template <class Derived> class SlotStage : public TypedStage<Derived> {
   template <class T> T* slot(size_t k, size_t i, int64_t begin) const {
     return at_offset<T>(slots_[k][i], begin);
   }
+  const std::vector<at::Tensor>& slot_tensors_of(size_t k) const { return slots_[k]; }
 
  private:
   std::vector<std::vector<at::Tensor>> slots_;
@@ -86,6 +87,11 @@ class ChainStage final : public FusedStage {
     for (const auto& s : stages_) s->apply(i, begin, n, u, p);
   }
   void finish() override { for (auto& s : stages_) s->finish(); }
+  bool add_to(AdamKernelPlan& plan) const override {
+    for (const auto& s : stages_)
+      if (!s->add_to(plan)) return false;
+    return true;
+  }
 
  private:
   std::vector<std::shared_ptr<FusedStage>> stages_;
@@ -104,6 +110,12 @@ class ScaleStage final : public TypedStage<ScaleStage> {
     for (int64_t j = 0; j < n; ++j) u[j] = u[j] * f;
   }
   void finish() override { if (count_) set_count(*count_, count_of(*count_) + 1); }
+  bool add_to(AdamKernelPlan& plan) const override {  // the descent step after Adam
+    if (plan.mu == nullptr || plan.scaled) return false;
+    plan.scaled = true;
+    plan.learning_rate = -factor_;
+    return true;
+  }
 
  private:
   double factor_;
@@ -156,6 +168,16 @@ class AdamStage final : public SlotStage<AdamStage> {
   void finish() override {
     SlotStage::finish();
     set_count(count_, step_);
+  }
+  bool add_to(AdamKernelPlan& plan) const override {  // first, and without eps_root
+    if (plan.mu != nullptr || eps_root_ != 0) return false;
+    plan.mu = &slot_tensors_of(0);
+    plan.nu = &slot_tensors_of(1);
+    plan.step = step_;
+    plan.b1 = b1_;
+    plan.b2 = b2_;
+    plan.eps = eps_;
+    return true;
   }
 
  private:
@@ -218,6 +240,12 @@ class DecayStage final : public TypedStage<DecayStage> {
     if (!selected_[i]) return;
     const T wd = static_cast<T>(weight_decay_);
     for (int64_t j = 0; j < n; ++j) u[j] = u[j] + wd * p[j];
+  }
+  bool add_to(AdamKernelPlan& plan) const override {  // between Adam and the scale, once
+    if (plan.mu == nullptr || plan.scaled || !plan.decayed.empty()) return false;
+    plan.weight_decay = weight_decay_;
+    plan.decayed = selected_;
+    return true;
   }
 
  private:

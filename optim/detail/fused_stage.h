@@ -21,6 +21,20 @@ struct FusedInputs {
   bool sees_gradients;  // true when nothing runs before this stage (its input is `updates`)
 };
 
+// A chain as one call of LibTorch's fused AdamW kernel (adam_kernel.h): Adam's moments and
+// hyperparameters, then optionally decoupled weight decay (of the parameters `decayed` selects),
+// then a scale by -learning_rate. Stages fill it in chain order.
+struct AdamKernelPlan {
+  const std::vector<at::Tensor>* mu = nullptr;  // null until an Adam stage is seen
+  const std::vector<at::Tensor>* nu = nullptr;
+  int64_t step = 0;
+  double b1 = 0, b2 = 0, eps = 0;
+  double weight_decay = 0;
+  std::vector<bool> decayed;  // empty: no decay
+  bool scaled = false;        // the learning rate is known
+  double learning_rate = 0;
+};
+
 class FusedStage {
  public:
   virtual ~FusedStage() = default;
@@ -32,6 +46,8 @@ class FusedStage {
   virtual void apply(size_t i, int64_t begin, int64_t n, double* u, const double* p) const = 0;
   // After every element: step counters advance.
   virtual void finish() {}
+  // Adds this stage to `plan`; false where the kernel cannot do what the stage does.
+  virtual bool add_to(AdamKernelPlan&) const { return false; }
 };
 
 namespace detail {

@@ -9,6 +9,8 @@
 
 #include <torch/torch.h>
 
+#include "optim_test_models.h"
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -17,15 +19,7 @@ namespace optim = nnx::optim;
 
 namespace {
 
-struct Three : nnx::Module {
-  nnx::Param NNX_FIELD(kernel);
-  nnx::Param NNX_FIELD(bias);
-  nnx::Param NNX_FIELD(scale);
-  explicit Three(at::ScalarType dtype)
-      : kernel(torch::randn({300, 70}, torch::TensorOptions(dtype))),
-        bias(torch::randn({70}, torch::TensorOptions(dtype))),
-        scale(torch::randn({3, 5, 2}, torch::TensorOptions(dtype))) {}
-};
+using nnx_test::Three;
 
 nnx::State grads_for(const Three& m, int step) {
   nnx::State g;

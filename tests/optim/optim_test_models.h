@@ -1,5 +1,6 @@
-// A small network shared by the optimizer tests: parameters at layers.{0,1}.{kernel,bias},
-// float64, each with its own metadata (out_sharding, optimizer_sharding).
+// Small networks shared by the optimizer tests: Net, parameters at layers.{0,1}.{kernel,bias},
+// float64, each with its own metadata (out_sharding, optimizer_sharding); Three, three
+// parameters of a dtype on a device (the fused passes).
 #pragma once
 
 #include <nnx/nnx.h>
@@ -49,5 +50,16 @@ inline Net make_net(const std::shared_ptr<const nnx::Mesh>& mesh,
   nnx::MeshContext on(mesh);
   return Net(rngs, std::move(md));
 }
+
+// Three random parameters (a matrix, a vector, a 3-d block) of `dtype` on `device`.
+struct Three : nnx::Module {
+  nnx::Param NNX_FIELD(kernel);
+  nnx::Param NNX_FIELD(bias);
+  nnx::Param NNX_FIELD(scale);
+  explicit Three(at::ScalarType dtype, c10::Device device = torch::kCPU)
+      : kernel(torch::randn({300, 70}, torch::TensorOptions(dtype)).to(device)),
+        bias(torch::randn({70}, torch::TensorOptions(dtype)).to(device)),
+        scale(torch::randn({3, 5, 2}, torch::TensorOptions(dtype)).to(device)) {}
+};
 
 }  // namespace nnx_test

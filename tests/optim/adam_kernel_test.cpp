@@ -1,0 +1,137 @@
+// On device tensors, Optimizer::update runs Adam and AdamW chains as LibTorch's fused AdamW kernel
+// (optim/detail/adam_kernel.h). Its values equal nnx's own pass (optax's arithmetic) up to
+// rounding, checked on the CPU here (the kernel asked to take CPU tensors) and on a GPU where
+// there is one; other chains decline it and stay bit for bit.
+#include <catch2/catch.hpp>
+
+#include <nnx/nnx.h>
+#include <nnx/optim/detail/adam_kernel.h>
+
+#include <torch/torch.h>
+
+#include "optim_test_models.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace optim = nnx::optim;
+
+namespace {
+
+using nnx_test::Three;
+
+// The kernel on CPU tensors while it lives.
+class KernelOnCpu {
+ public:
+  KernelOnCpu() { optim::detail::set_adam_kernel_on_cpu(true); }
+  ~KernelOnCpu() { optim::detail::set_adam_kernel_on_cpu(false); }
+};
+
+// |a - b| within 16 ulp of |b| and of `before` (the value before the steps: a step's rounding
+// is that of the larger operand) plus 16 ulp of `scale` (how far the values moved).
+bool close(const at::Tensor& a, const at::Tensor& b, double scale, const at::Tensor& before = {}) {
+  const double eps = b.scalar_type() == torch::kFloat ? 1.1920929e-7 : 2.220446049250313e-16;
+  auto magnitude = b.abs().to(torch::kDouble);
+  if (before.defined()) magnitude = torch::maximum(magnitude, before.abs().to(torch::kDouble));
+  auto bound = 16 * eps * (magnitude + scale);
+  return ((a.cpu().to(torch::kDouble) - b.to(torch::kDouble)).abs() <= bound).all().item<bool>();
+}
+
+// Trains a model on `device` (through the kernel) and a copy on the CPU (nnx's own pass) on the
+// same gradients for five steps; returns how many steps went through the kernel.
+int64_t compare(const std::function<optim::GradientTransformation()>& make, at::ScalarType dtype,
+                c10::Device device) {
+  torch::manual_seed(5);
+  Three a(dtype, device), b(dtype, torch::kCPU);
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& [path, v] : nnx::state(b))
+      v.tensor().copy_(nnx::state(a).at(path).tensor().cpu());
+  }
+  const Three initial = nnx::clone(b);
+  optim::Optimizer on_device(a, make()), reference(b, make());
+  const int64_t before = optim::detail::adam_kernel_steps();
+  for (int step = 0; step < 5; ++step) {
+    nnx::State ga, gb;
+    for (const auto& [path, p] : nnx::state(b)) {
+      auto g = torch::randn_like(p.tensor()) * (step + 1);
+      ga.add(path, nnx::Param(g.to(device)));
+      gb.add(path, nnx::Param(g));
+    }
+    on_device.update(a, ga);
+    {
+      optim::detail::set_adam_kernel_on_cpu(false);  // the reference takes nnx's own pass
+      reference.update(b, gb);
+      if (device.is_cpu()) optim::detail::set_adam_kernel_on_cpu(true);
+    }
+  }
+  const int64_t through_kernel = optim::detail::adam_kernel_steps() - before;
+  for (const auto& [path, v] : nnx::state(b)) {
+    INFO(path);
+    const at::Tensor& start = nnx::state(initial).at(path).tensor();
+    const double moved = (v.tensor() - start).abs().max().item<double>();
+    CHECK(moved > 0);
+    CHECK(close(nnx::state(a).at(path).tensor(), v.tensor(), moved, start));
+  }
+  auto sa = on_device.state(), sb = reference.state();
+  REQUIRE(sa.size() == sb.size());
+  for (const auto& [path, v] : sb) {
+    INFO(path);
+    if (v.tensor().is_floating_point())
+      CHECK(close(sa.at(path).tensor(), v.tensor(), v.tensor().abs().max().item<double>()));
+    else
+      CHECK(torch::equal(sa.at(path).tensor().cpu(), v.tensor()));  // the step counts
+  }
+  return through_kernel;
+}
+
+struct Case {
+  std::string name;
+  std::function<optim::GradientTransformation()> make;
+  bool adam_shaped;
+};
+
+std::vector<Case> cases() {
+  return {
+      {"adam", [] { return optim::adam(1e-2); }, true},
+      {"adamw masked, warmup cosine",
+       [] {
+         return optim::adamw(optim::warmup_cosine_decay_schedule(0, 1e-2, 2, 5), 0.9, 0.999, 1e-8,
+                             0.1, nnx::PathContains("kernel"));
+       },
+       true},
+      {"adamw, every parameter decayed", [] { return optim::adamw(3e-3, 0.8, 0.99, 1e-6, 0.05); },
+       true},
+      // Not Adam-shaped: nnx's own pass on the CPU, the transformations' update on a device.
+      {"clip then adam",
+       [] { return optim::chain({optim::clip_by_global_norm(1.0), optim::adam(3e-3)}); }, false},
+      {"adam with eps_root",
+       [] { return optim::chain({optim::scale_by_adam(0.8, 0.99, 1e-6, 1e-7), optim::scale(-0.01)}); },
+       false},
+      {"sgd momentum", [] { return optim::sgd(0.05, 0.9); }, false},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("Adam chains on the fused AdamW kernel equal nnx's own pass up to rounding") {
+  KernelOnCpu on_cpu;
+  for (auto dtype : {torch::kFloat, torch::kDouble})
+    for (const auto& c : cases()) {
+      INFO(c.name << " in " << c10::toString(dtype));
+      CHECK(compare(c.make, dtype, torch::kCPU) == (c.adam_shaped ? 5 : 0));
+    }
+}
+
+TEST_CASE("Adam chains on CUDA tensors take the fused kernel, equal to the CPU's pass", "[gpu]") {
+  if (nnx::cuda_device_count() == 0) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  for (auto dtype : {torch::kFloat, torch::kDouble})
+    for (const auto& c : cases()) {
+      INFO(c.name << " in " << c10::toString(dtype));
+      CHECK(compare(c.make, dtype, c10::Device(torch::kCUDA, 0)) == (c.adam_shaped ? 5 : 0));
+    }
+}
