@@ -20,8 +20,9 @@ const at::Tensor& tensor_at(const State& s, size_t i) {
 
 // The kernel computes p -= lr_k / c1 * m / (sqrt(v) / sqrt(c2) + eps_k), with c = 1 - b^step in
 // float64, and decays p *= 1 - lr_k * wd_k. optax computes p -= lr * (m * r1) / (sqrt(v * r2) +
-// eps) and p -= lr * wd * p, with r = 1 / (1 - b^step) in the parameters' dtype, which for
-// float32 is 2.3e-5 off for b2 = 0.999 at step 1. These rates make the kernel's step optax's:
+// eps) and p -= lr * wd * p, with r = 1 / (1 - b^step) in the parameters' dtype: in float32,
+// sqrt(r2) is 6e-6 to 1e-5 off for b2 = 0.999 in the first steps. These rates make the kernel's
+// step optax's:
 // lr_k = lr * r1 * c1 / (sqrt(r2) * sqrt(c2)), eps_k = eps / (sqrt(r2) * sqrt(c2)),
 // wd_k = wd * lr / lr_k.
 struct KernelRates {
