@@ -7,7 +7,8 @@
 // Usage: bench_device_train WORKLOAD [steps=20] [key=value ...], keys depth, batch (dot_relu_dot)
 // and d_model, heads, seq, batch, blocks (gpt); defaults are the GPU sizes (depth 8192 and batch
 // 512; d 768, 12 heads, seq 1024, batch 8, 4 blocks). Prints JSON lines: median ms per step of
-// each system and the ratio nnx / LibTorch.
+// each system and the ratio nnx / LibTorch; then, from as many more steps with the device
+// synchronized between the two phases, the median ms of each phase (gradients, update).
 #include <nnx/nnx.h>
 
 #include <torch/cuda.h>
@@ -20,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -105,9 +107,13 @@ TORCH_MODULE(TorchBlock);
 
 // ---- the two runs ---------------------------------------------------------------------------
 
-// One Adam step per call of each, on inputs made once.
+// One Adam step of each system, in two phases (loss and gradients; the update), on inputs made
+// once; a step is its two phases back to back.
+struct Phases {
+  std::function<void()> grad, update;
+};
 struct Runs {
-  std::function<void()> nnx_step, torch_step;
+  Phases nnx, torch;
 };
 
 Runs dot_relu_dot_runs(const std::map<std::string, int64_t>& size, torch::Device device,
@@ -123,16 +129,17 @@ Runs dot_relu_dot_runs(const std::map<std::string, int64_t>& size, torch::Device
   auto torch_opt = std::make_shared<torch::optim::Adam>(torch_model->parameters(),
                                                         torch::optim::AdamOptions(1e-3));
   auto tx = x_host.to(device), ty = y_host.to(device);
-  return {[=] {
-            auto [loss, grads] = nnx::value_and_grad(
-                [&](DotReluDot& m) { return nnx::mean(nnx::square(m(x) - y)); }, *model);
-            opt->update(*model, grads);
-          },
-          [=] {
-            torch_opt->zero_grad();
-            (torch_model->forward(tx) - ty).square().mean().backward();
-            torch_opt->step();
-          }};
+  auto grads = std::make_shared<nnx::State>();
+  return {{[=] {
+             *grads = nnx::grad(
+                 [&](DotReluDot& m) { return nnx::mean(nnx::square(m(x) - y)); }, *model);
+           },
+           [=] { opt->update(*model, std::move(*grads)); }},
+          {[=] {
+             torch_opt->zero_grad();
+             (torch_model->forward(tx) - ty).square().mean().backward();
+           },
+           [=] { torch_opt->step(); }}};
 }
 
 Runs gpt_runs(const std::map<std::string, int64_t>& size, torch::Device device,
@@ -152,16 +159,17 @@ Runs gpt_runs(const std::map<std::string, int64_t>& size, torch::Device device,
   auto torch_opt = std::make_shared<torch::optim::Adam>((*torch_model)->parameters(),
                                                         torch::optim::AdamOptions(1e-4));
   auto tx = x_host.to(device), ty = y_host.to(device);
-  return {[=] {
-            auto [loss, grads] = nnx::value_and_grad(
-                [&](Stack& m) { return nnx::mean(nnx::square(m(x) - y)); }, *model);
-            opt->update(*model, grads);
-          },
-          [=] {
-            torch_opt->zero_grad();
-            ((*torch_model)->forward(tx) - ty).square().mean().backward();
-            torch_opt->step();
-          }};
+  auto grads = std::make_shared<nnx::State>();
+  return {{[=] {
+             *grads =
+                 nnx::grad([&](Stack& m) { return nnx::mean(nnx::square(m(x) - y)); }, *model);
+           },
+           [=] { opt->update(*model, std::move(*grads)); }},
+          {[=] {
+             torch_opt->zero_grad();
+             ((*torch_model)->forward(tx) - ty).square().mean().backward();
+           },
+           [=] { torch_opt->step(); }}};
 }
 
 double median(std::vector<double> v) {
@@ -199,28 +207,50 @@ int run(int argc, char** argv) {
   torch::manual_seed(0);
   Runs runs = workload == "gpt" ? gpt_runs(size, device, mesh)
                                 : dot_relu_dot_runs(size, device, mesh);
-  const auto timed = [&](const std::function<void()>& step) {
+  const auto timed = [&](const std::function<void()>& part) {  // milliseconds, synchronized
     const auto t0 = std::chrono::steady_clock::now();
-    step();
+    part();
     if (device.is_cuda()) torch::cuda::synchronize();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const auto whole = [](const Phases& p) {
+    return [&p] {
+      p.grad();
+      p.update();
+    };
   };
   std::vector<double> nnx_ms, torch_ms;
   for (int i = -3; i < steps; ++i) {  // 3 warm-up steps each, alternating
-    const double a = timed(runs.nnx_step), b = timed(runs.torch_step);
+    const double a = timed(whole(runs.nnx)), b = timed(whole(runs.torch));
     if (i < 0) continue;
-    nnx_ms.push_back(a * 1e3);
-    torch_ms.push_back(b * 1e3);
+    nnx_ms.push_back(a);
+    torch_ms.push_back(b);
+  }
+  // Where the time goes: the same steps again, the device synchronized after each phase.
+  std::vector<double> nnx_grad_ms, nnx_update_ms, torch_grad_ms, torch_update_ms;
+  for (int i = 0; i < steps; ++i) {
+    nnx_grad_ms.push_back(timed(runs.nnx.grad));
+    nnx_update_ms.push_back(timed(runs.nnx.update));
+    torch_grad_ms.push_back(timed(runs.torch.grad));
+    torch_update_ms.push_back(timed(runs.torch.update));
   }
   std::string sizes;
   for (const auto& [key, value] : size) sizes += fmt::format(", \"{}\": {}", key, value);
-  for (const auto& [system, ms] : {std::pair{"nnx", &nnx_ms}, std::pair{"libtorch", &torch_ms}})
+  const std::vector<std::tuple<const char*, std::vector<double>*, std::vector<double>*,
+                               std::vector<double>*>>
+      systems{{"nnx", &nnx_ms, &nnx_grad_ms, &nnx_update_ms},
+              {"libtorch", &torch_ms, &torch_grad_ms, &torch_update_ms}};
+  for (const auto& [system, ms, grad_ms, update_ms] : systems)
     fmt::print("{{\"bench\": \"device_train\", \"workload\": \"{}\", \"system\": \"{}\", "
-               "\"device\": \"{}\", \"steps\": {}{}, \"step_ms\": {:.3f}}}\n",
-               workload, system, device.str(), steps, sizes, median(*ms));
+               "\"device\": \"{}\", \"steps\": {}{}, \"step_ms\": {:.3f}, \"grad_ms\": {:.3f}, "
+               "\"update_ms\": {:.3f}}}\n",
+               workload, system, device.str(), steps, sizes, median(*ms), median(*grad_ms),
+               median(*update_ms));
   fmt::print("{{\"bench\": \"device_train\", \"workload\": \"{}\", \"ratio\": \"nnx/libtorch\", "
-             "\"step\": {:.3f}}}\n",
-             workload, median(nnx_ms) / median(torch_ms));
+             "\"step\": {:.3f}, \"grad\": {:.3f}, \"update\": {:.3f}}}\n",
+             workload, median(nnx_ms) / median(torch_ms),
+             median(nnx_grad_ms) / median(torch_grad_ms),
+             median(nnx_update_ms) / median(torch_update_ms));
   return 0;
 }
 
