@@ -1,5 +1,7 @@
 #include <nnx/optim/detail/adam_kernel.h>
 
+#include <ATen/ops/_foreach_div.h>
+#include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_fused_adamw.h>
 #include <ATen/ops/full.h>
 
@@ -18,27 +20,37 @@ const at::Tensor& tensor_at(const State& s, size_t i) {
   return (s.begin() + static_cast<std::ptrdiff_t>(i))->second.tensor();
 }
 
-// The kernel computes p -= lr_k / c1 * m / (sqrt(v) / sqrt(c2) + eps_k), with c = 1 - b^step in
-// float64, and decays p *= 1 - lr_k * wd_k. optax computes p -= lr * (m * r1) / (sqrt(v * r2) +
-// eps) and p -= lr * wd * p, with r = 1 / (1 - b^step) in the parameters' dtype: in float32,
-// sqrt(r2) is 6e-6 to 1e-5 off for b2 = 0.999 in the first steps. These rates make the kernel's
-// step optax's:
-// lr_k = lr * r1 * c1 / (sqrt(r2) * sqrt(c2)), eps_k = eps / (sqrt(r2) * sqrt(c2)),
-// wd_k = wd * lr / lr_k.
+// The kernel computes p -= lr_k / c1 * m / (sqrt(v) / sqrt(c2) + eps_k), c = 1 - b^step, and
+// decays p *= 1 - lr_k * wd_k; optax computes p -= lr * (m * r1) / (sqrt(v * r2) + eps) and
+// p -= lr * wd * p, with r = 1 / (1 - b^step) in the parameters' dtype (in float32, sqrt(r2) is
+// 6e-6 to 1e-5 off for b2 = 0.999 in the first steps). The kernel is given step 1, so that its
+// c = 1 - b is exact, and these rates make its step optax's:
+// lr_k = lr * r1 * c1 / root, eps_k = eps / root, root = sqrt(r2) * sqrt(c2) / sqrt(s), and
+// wd_k = wd * lr / lr_k. s scales the second moment while the kernel holds it (below).
 struct KernelRates {
   double learning_rate, eps, weight_decay;
+  double nu_scale;  // 1, or s: v enters the kernel as s * v and leaves divided by s
 };
 
-KernelRates kernel_rates(const AdamKernelPlan& plan, at::ScalarType dtype) {
+// On CUDA float32 tensors the kernel's scalars are float32: its second moment takes
+// (1 - b2) in float32, 1.3e-5 (relative) off optax's float32(1 - b2) for b2 = 0.999. The second
+// moment scaled by s = (1 - b2 in float32) / float32(1 - b2) while in the kernel makes its
+// update optax's: s * v' = b2 * s * v + (1 - b2 in float32) * g^2. Elsewhere the scalars are
+// float64, within rounding of optax's.
+KernelRates kernel_rates(const AdamKernelPlan& plan, at::ScalarType dtype, bool float_scalars) {
   const bool single = dtype == at::kFloat;
   const double r1 = single ? bias_reciprocal<float>(plan.b1, plan.step)
                            : bias_reciprocal<double>(plan.b1, plan.step);
   const double r2 = single ? bias_reciprocal<float>(plan.b2, plan.step)
                            : bias_reciprocal<double>(plan.b2, plan.step);
-  const double c1 = 1 - std::pow(plan.b1, static_cast<double>(plan.step));
-  const double c2 = 1 - std::pow(plan.b2, static_cast<double>(plan.step));
-  const double root = std::sqrt(r2) * std::sqrt(c2);
-  KernelRates rates{plan.learning_rate * r1 * c1 / root, plan.eps / root, 0.0};
+  double c1 = 1 - plan.b1, c2 = 1 - plan.b2, nu_scale = 1;
+  if (float_scalars) {
+    c1 = 1.0f - static_cast<float>(plan.b1);
+    c2 = 1.0f - static_cast<float>(plan.b2);
+    nu_scale = static_cast<float>(c2 / static_cast<double>(static_cast<float>(1 - plan.b2)));
+  }
+  const double root = std::sqrt(r2) * std::sqrt(c2) / std::sqrt(nu_scale);
+  KernelRates rates{plan.learning_rate * r1 * c1 / root, plan.eps / root, 0.0, nu_scale};
   if (rates.learning_rate != 0)
     rates.weight_decay = plan.weight_decay * plan.learning_rate / rates.learning_rate;
   return rates;
@@ -81,16 +93,20 @@ bool run_adam_kernel(FusedStage& stage, State& params, const State& updates) {
     v[group].push_back((*plan.nu)[i]);
     ++i;
   }
-  // The kernel reads the step count (already advanced) from a float tensor per parameter.
-  const at::Tensor step = at::full({}, static_cast<double>(plan.step),
-                                   tensor_at(params, 0).options().dtype(at::kFloat));
-  const KernelRates rates = kernel_rates(plan, tensor_at(params, 0).scalar_type());
+  // The kernel reads a step count from a float tensor per parameter: 1, with the bias
+  // corrections of the real step folded into the rates.
+  const at::Tensor& first = tensor_at(params, 0);
+  const at::Tensor step = at::full({}, 1.0, first.options().dtype(at::kFloat));
+  const KernelRates rates =
+      kernel_rates(plan, first.scalar_type(), first.is_cuda() && first.scalar_type() == at::kFloat);
   for (int group = 0; group < 2; ++group) {
     if (p[group].empty()) continue;
     const std::vector<at::Tensor> steps(p[group].size(), step);
+    if (rates.nu_scale != 1) at::_foreach_mul_(v[group], rates.nu_scale);
     at::_fused_adamw_(p[group], g[group], m[group], v[group], {}, steps, rates.learning_rate,
                       plan.b1, plan.b2, group == 1 ? rates.weight_decay : 0.0, rates.eps,
                       /*amsgrad=*/false, /*maximize=*/false);
+    if (rates.nu_scale != 1) at::_foreach_div_(v[group], rates.nu_scale);
   }
   stage.finish();  // the moments' versions, the step counters
   ++steps_run;
