@@ -60,6 +60,9 @@ struct GradientReducer::Impl {
   size_t next_start = 0;
   bool armed = false;
   bool overlap = true;
+  // The counts of the thread that runs value_and_grad: hooks of CUDA tensors run on autograd's
+  // device thread.
+  GradientReductionCounts* counts = &gradient_reduction_counts();
   bool finished = false;
 
   // A ZeRO parameter fits a bucket when its layout adds one axis, as the minor axis of one dim.
@@ -123,7 +126,7 @@ struct GradientReducer::Impl {
   }
 
   void start(Bucket& b, bool in_backward) {
-    auto& counts = gradient_reduction_counts();
+    GradientReductionCounts& counts = *this->counts;
     // Started from a hook or after backward, by rank: one origin for the collective check.
     CollectiveOrigin origin("the gradient buckets of value_and_grad");
     if (!b.zero) {
