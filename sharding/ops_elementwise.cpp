@@ -51,8 +51,10 @@ Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* 
   auto mesh = common_mesh({&a0, &b0}, op);
   check_broadcast(a0, b0, op);
   if (!mesh) return Array(fn(a0.local(), b0.local()));
-  if (all_replicated({&a0, &b0}))
-    return replicated_result(fn(a0.local(), b0.local()), mesh, {&a0, &b0});
+  if (all_replicated({&a0, &b0})) {
+    const at::Tensor a = local_on_mesh(a0, mesh), b = local_on_mesh(b0, mesh);
+    return replicated_result(fn(a, b), mesh, {&a0, &b0});
+  }
   std::optional<Array> held_a, held_b, laid_a, laid_b;
   const Array& a = on_mesh(a0, mesh, held_a);
   const Array& b = on_mesh(b0, mesh, held_b);

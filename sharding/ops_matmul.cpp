@@ -50,7 +50,8 @@ Array matmul(const Array& a0, const Array& b0) {
       NNX_CHECK(da == db || da == 1 || db == 1, "batch dims of {} and {} do not broadcast",
                 shape_str(a0), shape_str(b0));
     }
-    at::Tensor local = torch::matmul(a0.local(), gemm_right_operand(a0.local(), b0.local()));
+    const at::Tensor a = local_on_mesh(a0, mesh), b = local_on_mesh(b0, mesh);
+    at::Tensor local = torch::matmul(a, gemm_right_operand(a, b));
     if (!mesh) return Array(std::move(local));
     return replicated_result(std::move(local), mesh, {&a0, &b0});
   }
@@ -102,7 +103,8 @@ std::optional<Array> fused_linear(const Array& x, const Array& w, const Array& b
     return Array(std::move(*local));
   }
   if (all_replicated({&x, &w, &bias})) {
-    auto local = add_bias_in_gemm(x.local(), w.local(), on_mesh(bias, mesh).local());
+    auto local = add_bias_in_gemm(local_on_mesh(x, mesh), local_on_mesh(w, mesh),
+                                  local_on_mesh(bias, mesh));
     if (!local) return std::nullopt;
     return replicated_result(std::move(*local), mesh, {&x});
   }

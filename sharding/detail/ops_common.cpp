@@ -55,6 +55,11 @@ const Array& on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh,
   return held.emplace(on_mesh(a, mesh));
 }
 
+at::Tensor local_on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh) {
+  if (a.mesh() || !mesh || a.local().device() == mesh->device()) return a.local();
+  return a.local().to(mesh->device());
+}
+
 DimAxes dims_of(const Array& a) {
   DimAxes out;
   for (const auto& e : a.spec().entries()) out.push_back(e.names());

@@ -26,6 +26,9 @@ Array on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh);
 // The same without copying `a` when it lies on a mesh already; a new array is kept in `held`.
 const Array& on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh,
                      std::optional<Array>& held);
+// a's block for an op on `mesh`: a plain array's tensor moves to the mesh's device (a host
+// array beside GPU blocks), as on_mesh would move it.
+at::Tensor local_on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh);
 DimAxes dims_of(const Array& a);
 // The array's layout as data, for the planners of op_plan.h.
 Layout layout_of(const Array& a);
