@@ -81,7 +81,7 @@ inline void check_bitwise_equal(const std::map<std::string, at::Tensor>& a,
     INFO(path);
     REQUIRE(b.count(path) == 1);
     CHECK(t.scalar_type() == b.at(path).scalar_type());
-    CHECK(torch::equal(t, b.at(path)));
+    CHECK(torch::equal(t.cpu(), b.at(path).cpu()));
   }
 }
 

@@ -93,8 +93,12 @@ TEST_CASE("attention on CUDA (fused kernels) equals the CPU's, causal or not, an
                                           vd.grad().cpu()};
       };
       const auto host = run(torch::kCPU), gpu = run(torch::Device(torch::kCUDA, 0));
-      for (size_t i = 0; i < host.size(); ++i)
+      for (size_t i = 0; i < host.size(); ++i) {
+        INFO("output, dq, dk, dv: " << i << "; largest difference "
+                                    << (gpu[i] - host[i]).abs().max().item<double>()
+                                    << ", largest value " << host[i].abs().max().item<double>());
         CHECK(torch::allclose(gpu[i], host[i], 1e-4, 1e-5));
+      }
     }
   }
 }

@@ -296,18 +296,23 @@ TEST_CASE("dropout draws the same mask on every mesh and scales the kept values"
     const auto single = nnx::dropout(Array(x), rate, key).local();
     CHECK(torch::allclose(single, expected, 1e-12, 1e-14));
     CHECK_FALSE(torch::equal(nnx::dropout(Array(x), rate, nnx::random::key(99)).local(), single));
-    for (const auto& mesh : op_meshes())
+    for (const auto& mesh : op_meshes()) {
+      // The one-device dropout on the mesh's device (a GPU divides by a scalar as a product
+      // with its reciprocal, 1 ulp from the CPU's quotient).
+      const auto single_here = nnx::dropout(Array(x.to(mesh->device())), rate, key).local().cpu();
+      CHECK(torch::allclose(single_here, single, 1e-15, 0));
       for (const auto& in : layouts(x, *mesh, {.tuples = true, .max_sharded_dims = 2})) {
         auto result = check_unary(
             mesh, in, [&](const Array& a) { return nnx::dropout(a, rate, key); },
             [&](const at::Tensor& t) { return t * mask / (1 - rate); });
         INFO(describe(mesh, {in}) << " against the one-device dropout");
         if (in.partial.empty())
-          CHECK((result.whole.defined() && torch::equal(result.whole.cpu(), single)));
+          CHECK((result.whole.defined() && torch::equal(result.whole.cpu(), single_here)));
         else
           CHECK((result.whole.defined() &&
-                 torch::allclose(result.whole.cpu(), single, 1e-10, 1e-12)));
+                 torch::allclose(result.whole.cpu(), single_here, 1e-10, 1e-12)));
       }
+    }
   }
 }
 
