@@ -5,6 +5,7 @@
 # against that python3's LibTorch, and runs, by phase:
 #   figures: the [gpu] cases; the seed guide's losses on the GPU against the CPU; the peak GPU
 #            memory of sharded init; the GPU benchmarks (nnx, plain LibTorch, Flax NNX under jit);
+#   cases, benchmarks: the [gpu] cases alone; the benchmarks of nnx and plain LibTorch alone;
 #   suites:  the single-process suite on the GPU (NNX_DEVICE=cuda, NCCL); the 2- and 4-rank
 #            suites sharing the GPU, through the MPI engine's host staging;
 #   by_file: the suites on 1, 2 and 4 ranks with each test file in a process of its own (one
@@ -62,6 +63,7 @@ for tool in mpirun mpiexec mpicxx mpicc; do ln -sf "$tool.openmpi" "$usr/bin/$to
 export OPAL_PREFIX=$usr PATH=$usr/bin:$PATH
 export LD_LIBRARY_PATH=$lib/openmpi/lib:$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+export PMIX_MCA_pcompress_base_silence_warning=1  # the packed PMIx has no zlib component
 missing=$(ldd "$usr/bin/orterun" "$lib/libmpi.so.40" 2>&1 | grep "not found" | sort -u)
 [ -z "$missing" ] || echo "libraries missing from the packed folder:"$'\n'"$missing"
 
@@ -102,8 +104,16 @@ else
   bench_train=$build/tools/bench/bench_device_train bench_init=$build/tools/bench/bench_sharded_init
 fi
 
+gpu_cases() { step gpu_cases 90 env NNX_DEVICE=cuda "$tests" "[gpu]"; }
+
+nnx_benchmarks() {  # nnx and plain LibTorch only
+  for workload in dot_relu_dot gpt; do
+    step "bench_$workload" 90 env NNX_DEVICE=cuda "$bench_train" "$workload" 20
+  done
+}
+
 figures() {
-  step gpu_cases 90 env NNX_DEVICE=cuda "$tests" "[gpu]"
+  gpu_cases
   # The seed guide's losses on the GPU (1 rank; 2 ranks sharing it) against the CPU run.
   step guide_cpu 60 env NNX_DEVICE=cpu "$values" dot_relu_dot 1 1 "$logs/guide_cpu.json"
   step guide_cuda 60 env NNX_DEVICE=cuda "$values" dot_relu_dot 1 1 "$logs/guide_cuda.json"
@@ -153,8 +163,8 @@ by_file() {
           --oversubscribe "$tests" -# "$file[ranks$ranks]" > "$log" 2>&1
       fi
       local status=$?
-      echo "ranks $ranks $file: status $status, $(grep -aE '^(test cases|All tests passed|No test cases)' \
-        "$log" | tail -1)"
+      echo "ranks $ranks $file: status $status, $(sed 's/\x1b\[[0-9;]*m//g' "$log" |
+        grep -aE '^(test cases|All tests passed|No test cases)' | tail -1)"
       if ((status >= 128 && ranks == 1 && traces++ < 3)) && command -v cuda-gdb > /dev/null; then
         NNX_DEVICE=cuda timeout 60 cuda-gdb -batch -ex run -ex bt --args "$tests" -# "$file" \
           2>&1 | grep -aE '^#[0-9]+' | head -25 > "$logs/bt_${file:2:-1}.txt"
@@ -172,10 +182,12 @@ ctest_cpu() {
 for phase in "${phases[@]}"; do
   case $phase in
     figures) figures ;;
+    cases) gpu_cases ;;
+    benchmarks) nnx_benchmarks ;;
     suites) suites ;;
     ctest) ctest_cpu ;;
     by_file) by_file ;;
-    *) echo "unknown phase '$phase' (figures, suites, ctest)"; failed+=("$phase") ;;
+    *) echo "unknown phase '$phase' (figures, cases, benchmarks, suites, by_file, ctest)"; failed+=("$phase") ;;
   esac
 done
 echo "logs in $logs, packed into $out/gpu-logs.tgz"
