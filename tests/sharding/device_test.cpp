@@ -93,11 +93,16 @@ TEST_CASE("attention on CUDA (fused kernels) equals the CPU's, causal or not, an
                                           vd.grad().cpu()};
       };
       const auto host = run(torch::kCPU), gpu = run(torch::Device(torch::kCUDA, 0));
+      // Elementwise within 1e-4, plus 1e-5 of the tensor's largest value: with a causal mask a
+      // query that sees one key has dq exactly 0 on the CPU, where the fused kernel's backward
+      // (its softmax gradient from rowsum(dO * O)) leaves rounding residue of the terms' size,
+      // measured at 3e-5 to 5e-5 against largest values of 8 to 11 on an H100.
       for (size_t i = 0; i < host.size(); ++i) {
+        const double largest = host[i].abs().max().item<double>();
         INFO("output, dq, dk, dv: " << i << "; largest difference "
                                     << (gpu[i] - host[i]).abs().max().item<double>()
-                                    << ", largest value " << host[i].abs().max().item<double>());
-        CHECK(torch::allclose(gpu[i], host[i], 1e-4, 1e-5));
+                                    << ", largest value " << largest);
+        CHECK(torch::allclose(gpu[i], host[i], 1e-4, 1e-5 * largest));
       }
     }
   }
