@@ -16,10 +16,6 @@ namespace {
 std::atomic<bool> on_cpu{false};
 std::atomic<int64_t> steps_run{0};
 
-const at::Tensor& tensor_at(const State& s, size_t i) {
-  return (s.begin() + static_cast<std::ptrdiff_t>(i))->second.tensor();
-}
-
 // The kernel computes p -= lr_k / c1 * m / (sqrt(v) / sqrt(c2) + eps_k), c = 1 - b^step, and
 // decays p *= 1 - lr_k * wd_k; optax computes p -= lr * (m * r1) / (sqrt(v * r2) + eps) and
 // p -= lr * wd * p, with r = 1 / (1 - b^step) in the parameters' dtype (in float32, sqrt(r2) is
@@ -63,14 +59,14 @@ int64_t adam_kernel_steps() { return steps_run.load(); }
 
 bool adam_kernel_applies(const State& updates, const State& params) {
   if (params.size() == 0 || updates.size() != params.size()) return false;
-  const at::Tensor& first = tensor_at(params, 0);
+  const at::Tensor& first = state_entry(params, 0).tensor();
   const auto dtype = first.scalar_type();
   if ((dtype != at::kFloat && dtype != at::kDouble) ||
       !(first.is_cuda() || (first.device().is_cpu() && on_cpu.load())))
     return false;
   for (size_t i = 0; i < params.size(); ++i) {
-    const at::Tensor& p = tensor_at(params, i);
-    const at::Tensor& g = tensor_at(updates, i);
+    const at::Tensor& p = state_entry(params, i).tensor();
+    const at::Tensor& g = state_entry(updates, i).tensor();
     if (p.scalar_type() != dtype || g.scalar_type() != dtype || p.device() != first.device() ||
         g.device() != first.device() || !p.is_contiguous() || g.sizes() != p.sizes())
       return false;
@@ -88,14 +84,14 @@ bool run_adam_kernel(FusedStage& stage, State& params, const State& updates) {
   for (auto& [path, variable] : params) {
     const int group = !plan.decayed.empty() && plan.decayed[i] ? 1 : 0;
     p[group].push_back(variable.tensor());
-    g[group].push_back(tensor_at(updates, i).contiguous());
+    g[group].push_back(state_entry(updates, i).tensor().contiguous());
     m[group].push_back((*plan.mu)[i]);
     v[group].push_back((*plan.nu)[i]);
     ++i;
   }
   // The kernel reads a step count from a float tensor per parameter: 1, with the bias
   // corrections of the real step folded into the rates.
-  const at::Tensor& first = tensor_at(params, 0);
+  const at::Tensor& first = state_entry(params, 0).tensor();
   const at::Tensor step = at::full({}, 1.0, first.options().dtype(at::kFloat));
   const KernelRates rates =
       kernel_rates(plan, first.scalar_type(), first.is_cuda() && first.scalar_type() == at::kFloat);

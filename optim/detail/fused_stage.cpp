@@ -22,10 +22,6 @@ namespace {
 constexpr int64_t kBlock = 512;      // elements held in cache per stage call
 constexpr int64_t kGrain = 1 << 15;  // elements per thread task
 
-const Variable& entry(const State& s, size_t i) {
-  return (s.begin() + static_cast<std::ptrdiff_t>(i))->second;
-}
-
 // A slot's local tensors, contiguous (made so in place if a load left one strided).
 std::vector<at::Tensor> slot_tensors(State& slot) {
   std::vector<at::Tensor> out;
@@ -320,8 +316,8 @@ std::shared_ptr<FusedStage> clip_stage(const State& gradients, double max_norm) 
 bool fusable(const State& updates, const State& params) {
   if (updates.size() != params.size()) return false;
   for (size_t i = 0; i < params.size(); ++i) {
-    const at::Tensor& g = entry(updates, i).tensor();
-    const at::Tensor& p = entry(params, i).tensor();
+    const at::Tensor& g = state_entry(updates, i).tensor();
+    const at::Tensor& p = state_entry(params, i).tensor();
     const auto dtype = p.scalar_type();
     if ((dtype != at::kFloat && dtype != at::kDouble) || g.scalar_type() != dtype ||
         g.sizes() != p.sizes() || !p.device().is_cpu() || !g.device().is_cpu())
