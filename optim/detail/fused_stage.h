@@ -22,14 +22,14 @@ struct FusedInputs {
   bool sees_gradients;  // true when nothing runs before this stage (its input is `updates`)
 };
 
-// A chain as one call of LibTorch's fused AdamW kernel (adam_kernel.h): Adam's moments and
-// hyperparameters, then optionally decoupled weight decay (of the parameters `decayed` selects),
-// then a scale by -learning_rate. Stages fill it in chain order.
 // The i-th variable of `s`, in state order.
 inline const Variable& state_entry(const State& s, size_t i) {
   return (s.begin() + static_cast<std::ptrdiff_t>(i))->second;
 }
 
+// A chain as one call of LibTorch's fused AdamW kernel (adam_kernel.h): Adam's moments and
+// hyperparameters, then optionally decoupled weight decay (of the parameters `decayed` selects),
+// then a scale by -learning_rate. Stages fill it in chain order.
 struct AdamKernelPlan {
   const std::vector<at::Tensor>* mu = nullptr;  // null until an Adam stage is seen
   const std::vector<at::Tensor>* nu = nullptr;
