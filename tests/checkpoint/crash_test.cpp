@@ -24,9 +24,11 @@ pid_t start_saver(const std::string& dir) {
     std::string entry(*e);
     const bool job = entry.rfind("OMPI_", 0) == 0 || entry.rfind("PMIX_", 0) == 0 ||
                      entry.rfind("ORTE_", 0) == 0 || entry.rfind("OPAL_", 0) == 0;
-    // Kept: where Open MPI lives when it is not in its built-in prefix.
-    const bool allowed =
-        entry.rfind("OMPI_ALLOW_RUN_AS_ROOT", 0) == 0 || entry.rfind("OPAL_PREFIX=", 0) == 0;
+    // Kept: where Open MPI lives when it is not in its built-in prefix, and the launcher and
+    // transport settings of the machine (without ssh, a singleton needs its plm setting).
+    const bool allowed = entry.rfind("OMPI_ALLOW_RUN_AS_ROOT", 0) == 0 ||
+                         entry.rfind("OPAL_PREFIX=", 0) == 0 ||
+                         entry.rfind("OMPI_MCA_plm", 0) == 0 || entry.rfind("OMPI_MCA_btl", 0) == 0;
     if (!job || allowed) env.push_back(entry);
   }
   std::vector<char*> envp;
