@@ -150,6 +150,7 @@ TEST_CASE("a column-sharded Linear gives the one-device output", "[ranks2][ranks
   auto mesh = nnx::make_mesh({nnx::world_size()}, {"model"});
   nnx::Rngs rngs(0);
   nnx::Linear layer(4, 8 * nnx::world_size(), rngs);
+  torch::manual_seed(0);  // the same x on every rank (LibTorch seeds each process at random)
   auto x = torch::randn({3, 4});
   // The one-device output on the mesh's device (a GPU's GEMM rounds differently from the CPU's).
   const auto device = mesh->device();
