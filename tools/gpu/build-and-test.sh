@@ -106,11 +106,8 @@ fi
 
 gpu_cases() { step gpu_cases 90 env NNX_DEVICE=cuda "$tests" "[gpu]"; }
 
-nnx_benchmarks() {  # nnx and plain LibTorch only
-  for workload in dot_relu_dot gpt; do
-    step "bench_$workload" 90 env NNX_DEVICE=cuda "$bench_train" "$workload" 20
-  done
-}
+bench_nnx() { step "bench_$1" 90 env NNX_DEVICE=cuda "$bench_train" "$1" 20; }  # and LibTorch
+nnx_benchmarks() { bench_nnx dot_relu_dot; bench_nnx gpt; }
 
 figures() {
   gpu_cases
@@ -130,7 +127,7 @@ figures() {
     echo "== flax_*: skipped, python3 has no jax/flax/optax (pip install 'jax[cuda13]' flax optax)"
   }
   for workload in dot_relu_dot gpt; do
-    step "bench_$workload" 90 env NNX_DEVICE=cuda "$bench_train" "$workload" 20
+    bench_nnx "$workload"
     $with_flax && step "flax_$workload" 120 python3 "$root/tools/bench/peers/flax_device.py" \
       "$workload" --steps 20
   done
