@@ -135,7 +135,7 @@ void Optimizer::update(Module& model, State grads) {
     updates.add(path, nnx::detail::variable_like(g, value));
   }
   State view = transform_view(params);
-  // Device tensors: Adam chains as LibTorch's fused kernel (adam_kernel.h). CPU tensors: every
+  // CUDA tensors: Adam chains as nnx's Adam kernel (adam_kernel.h). CPU tensors: every
   // built-in chain as nnx's own pass. Else the transformations' `update`.
   const bool zero = std::any_of(slots_.begin(), slots_.end(),
                                 [](const Slot& s) { return s.zero_spec.has_value(); });
