@@ -44,9 +44,7 @@ std::shared_ptr<const Mesh> common_mesh(std::initializer_list<const Array*> arra
 Array on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh) {
   if (a.mesh() || !mesh) return a;
   // A replicated operand joins the mesh on the mesh's device (a CPU constant beside GPU blocks).
-  at::Tensor local = a.local();
-  if (local.device() != mesh->device()) local = local.to(mesh->device());
-  return Array::from_local(local, a.shape(), NamedSharding{mesh, P()});
+  return Array::from_local(local_on_mesh(a, mesh), a.shape(), NamedSharding{mesh, P()});
 }
 
 const Array& on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh,

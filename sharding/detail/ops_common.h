@@ -27,7 +27,7 @@ Array on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh);
 const Array& on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh,
                      std::optional<Array>& held);
 // a's block for an op on `mesh`: a plain array's tensor moves to the mesh's device (a host
-// array beside GPU blocks), as on_mesh would move it.
+// array beside GPU blocks); on_mesh moves it the same way.
 at::Tensor local_on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh);
 DimAxes dims_of(const Array& a);
 // The array's layout as data, for the planners of op_plan.h.
