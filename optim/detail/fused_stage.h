@@ -27,7 +27,7 @@ inline const Variable& state_entry(const State& s, size_t i) {
   return (s.begin() + static_cast<std::ptrdiff_t>(i))->second;
 }
 
-// A chain as one call of LibTorch's fused AdamW kernel (adam_kernel.h): Adam's moments and
+// A chain as one launch of nnx's CUDA Adam kernel (adam_kernel.h): Adam's moments and
 // hyperparameters, then optionally decoupled weight decay (of the parameters `decayed` selects),
 // then a scale by -learning_rate. Stages fill it in chain order.
 struct AdamKernelPlan {

@@ -108,6 +108,36 @@ TEST_CASE("attention on CUDA (fused kernels) equals the CPU's, causal or not, an
   }
 }
 
+TEST_CASE("layer_norm on CUDA (fused kernels) equals the CPU's, values and gradients", "[gpu]") {
+  if (nnx::cuda_device_count() == 0) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  torch::manual_seed(4);
+  const auto x = torch::randn({3, 5, 96}) * 2 + 0.5, scale = torch::randn({96}),
+             bias = torch::randn({96}), weights = torch::randn({3, 5, 96});
+  for (bool with_params : {true, false}) {
+    INFO((with_params ? "scale and bias" : "neither scale nor bias"));
+    auto run = [&](torch::Device device) {
+      auto leaf = [&](const torch::Tensor& t) { return t.detach().to(device).requires_grad_(); };
+      auto xd = leaf(x), sd = leaf(scale), bd = leaf(bias);
+      std::optional<nnx::Array> s, b;
+      if (with_params) s = nnx::Array(sd), b = nnx::Array(bd);
+      auto out = nnx::layer_norm(nnx::Array(xd), s, b, 1e-6).local();
+      (out * weights.to(device)).sum().backward();
+      std::vector<torch::Tensor> got{out.detach().cpu(), xd.grad().cpu()};
+      if (with_params) got.insert(got.end(), {sd.grad().cpu(), bd.grad().cpu()});
+      return got;
+    };
+    const auto host = run(torch::kCPU), gpu = run(torch::Device(torch::kCUDA, 0));
+    for (size_t i = 0; i < host.size(); ++i) {
+      INFO("output, dx, dscale, dbias: " << i << "; largest difference "
+                                         << (gpu[i] - host[i]).abs().max().item<double>());
+      CHECK(torch::allclose(gpu[i], host[i], 1e-4, 1e-5));
+    }
+  }
+}
+
 TEST_CASE("dropout on a CUDA array drops the same elements as on the CPU", "[gpu]") {
   if (nnx::cuda_device_count() == 0) {
     WARN("no CUDA device: skipped");
