@@ -8,6 +8,7 @@
 
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/autograd/variable.h>
 #endif
 
 #include <atomic>
@@ -91,6 +92,8 @@ bool run_adam_kernel(FusedStage& stage, State& params, const State& updates) {
     ++i;
   }
   enqueue(blocks, plan, state_entry(params, 0).tensor());
+  // Written in place as an in-place op would be: a graph that saved a parameter sees the change.
+  for (auto& [path, variable] : params) torch::autograd::impl::bump_version(variable.tensor());
   stage.finish();  // the moments' versions, the step counters
   ++steps_run;
   return true;

@@ -49,6 +49,8 @@ int64_t compare(const std::function<optim::GradientTransformation()>& make, at::
   const Three initial = nnx::clone(b);
   optim::Optimizer on_device(a, make()), reference(b, make());
   const int64_t before = optim::detail::adam_kernel_steps();
+  std::vector<int64_t> versions;  // each parameter moves its version once per step
+  for (const auto& [path, v] : nnx::state(a)) versions.push_back(v.tensor()._version());
   for (int step = 0; step < 5; ++step) {
     nnx::State ga, gb;
     for (const auto& [path, p] : nnx::state(b)) {
@@ -61,6 +63,11 @@ int64_t compare(const std::function<optim::GradientTransformation()>& make, at::
   }
   const int64_t through_kernel = optim::detail::adam_kernel_steps() - before;
   const bool exact = through_kernel > 0;
+  size_t k = 0;
+  for (const auto& [path, v] : nnx::state(a)) {
+    INFO(path << ": version before " << versions[k] << ", after " << v.tensor()._version());
+    CHECK(v.tensor()._version() >= versions[k++] + 5);
+  }
   for (const auto& [path, v] : nnx::state(b)) {
     INFO(path);
     const at::Tensor& start = nnx::state(initial).at(path).tensor();
