@@ -19,7 +19,7 @@ namespace nnx::optim::detail {
 
 namespace {
 
-constexpr int64_t kBlock = 512;      // elements held in cache per stage call
+constexpr int64_t kBlock = 2048;     // elements held in cache per stage call
 constexpr int64_t kGrain = 1 << 15;  // elements per thread task
 
 // A slot's local tensors, contiguous (made so in place if a load left one strided).
@@ -40,14 +40,29 @@ template <class T> T* at_offset(const at::Tensor& t, int64_t begin) {
   return t.data_ptr<T>() + begin;
 }
 
+// Runs `loop`, compiled a second time for AVX2 where the CPU has it (8 floats a step rather
+// than 4): the same operations, each rounded alike, so the values do not change.
+#if defined(__x86_64__) && defined(__GNUC__)
+template <class Loop> __attribute__((target("avx2"))) void run_for_avx2(const Loop& loop) {
+  loop();
+}
+template <class Loop> void vectorized(const Loop& loop) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) run_for_avx2(loop);
+  else loop();
+}
+#else
+template <class Loop> void vectorized(const Loop& loop) { loop(); }
+#endif
+
 // Stages written once for float and double: Derived::run<T>(i, begin, n, u, p).
 template <class Derived> class TypedStage : public FusedStage {
  public:
   void apply(size_t i, int64_t begin, int64_t n, float* u, const float* p) const override {
-    static_cast<const Derived*>(this)->template run<float>(i, begin, n, u, p);
+    vectorized([&] { static_cast<const Derived*>(this)->template run<float>(i, begin, n, u, p); });
   }
   void apply(size_t i, int64_t begin, int64_t n, double* u, const double* p) const override {
-    static_cast<const Derived*>(this)->template run<double>(i, begin, n, u, p);
+    vectorized([&] { static_cast<const Derived*>(this)->template run<double>(i, begin, n, u, p); });
   }
 };
 
@@ -278,7 +293,9 @@ void pass(const FusedStage& stage, size_t i, const at::Tensor& gradient, const a
       std::copy(g + b, g + b + n, u);
       stage.apply(i, b, n, u, p + b);
       if (add)
-        for (int64_t j = 0; j < n; ++j) out[b + j] = out[b + j] + u[j];
+        vectorized([&] {
+          for (int64_t j = 0; j < n; ++j) out[b + j] = out[b + j] + u[j];
+        });
       else
         std::copy(u, u + n, out + b);
     }
