@@ -1,10 +1,9 @@
 #include <nnx/optim/detail/adam_kernel.h>
 
-#include <nnx/core/error.h>
-#include <nnx/sharding/world.h>
-
 #ifdef NNX_WITH_CUDA
+#include <nnx/core/error.h>
 #include <nnx/optim/detail/cuda/adam_step.h>
+#include <nnx/sharding/world.h>
 
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -12,7 +11,6 @@
 #endif
 
 #include <atomic>
-#include <string>
 #include <vector>
 
 namespace nnx::optim::detail {
