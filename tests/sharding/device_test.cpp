@@ -4,6 +4,7 @@
 
 #include <nnx/nnx.h>
 #include <nnx/sharding/detail/device_choice.h>
+#include <nnx/sharding/detail/device_engine.h>
 #include <nnx/sharding/detail/engine_choice.h>
 
 #ifdef NNX_WITH_CUDA
@@ -289,6 +290,56 @@ TEST_CASE("CUDA tensors take every collective on the engine chosen", "[ranks2][g
   world.reduce_scatter_async(stacked, out_host).wait();
   world.reduce_scatter_async(stacked.to(cuda), out_cuda).wait();
   CHECK(torch::equal(out_cuda.cpu(), out_host));
+}
+
+TEST_CASE("the NCCL engine runs every op and dtype on a group of one GPU", "[gpu]") {
+  if (nnx::cuda_device_count() == 0) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  // A group of one over MPI_COMM_SELF: the engine's bootstrap, streams, events and NCCL's own
+  // kernels run as on several GPUs, each op's result being its input.
+  nnx::world_size();
+  const c10::Device cuda(c10::kCUDA, 0);
+  auto engine = nnx::detail::make_device_engine(MPI_COMM_SELF, 0, 1, cuda, "self");
+  REQUIRE(engine != nullptr);
+  for (auto dtype : {torch::kFloat, torch::kDouble, torch::kHalf, torch::kBFloat16, torch::kLong,
+                     torch::kInt, torch::kChar, torch::kByte}) {
+    INFO(c10::toString(dtype));
+    const auto host = (torch::arange(24) % 13).to(dtype);
+    const auto on_gpu = [&] { return host.to(cuda); };
+    for (auto op : {nnx::ReduceOp::sum, nnx::ReduceOp::max, nnx::ReduceOp::min}) {
+      auto buffer = on_gpu();
+      engine->all_reduce(buffer, op);
+      CHECK(torch::equal(buffer.cpu(), host));
+    }
+    auto stacked = torch::empty({1, 24}, host.options().device(cuda));
+    engine->all_gather(on_gpu(), stacked);
+    CHECK(torch::equal(stacked.cpu().view({24}), host));
+    auto scattered = torch::empty({24}, host.options().device(cuda));
+    engine->reduce_scatter(on_gpu().view({1, 24}), scattered);
+    CHECK(torch::equal(scattered.cpu(), host));
+    auto received = torch::empty({24}, host.options().device(cuda));
+    engine->all_to_all(on_gpu(), received);
+    CHECK(torch::equal(received.cpu(), host));
+    auto broadcast = on_gpu();
+    engine->broadcast(broadcast, 0);
+    CHECK(torch::equal(broadcast.cpu(), host));
+    auto permuted = torch::zeros({24}, host.options().device(cuda));
+    engine->permute(on_gpu(), permuted, 0, 0);
+    CHECK(torch::equal(permuted.cpu(), host));
+  }
+  // The async forms: the caller's stream waits at wait(), and done() turns true.
+  auto buffer = torch::arange(1 << 20, torch::kFloat).to(cuda);
+  auto pending = engine->all_reduce_async(buffer, nnx::ReduceOp::sum);
+  pending->wait();
+  CHECK(torch::equal(buffer.cpu(), torch::arange(1 << 20, torch::kFloat)));
+  auto out = torch::empty({1 << 20}, buffer.options());
+  auto scattering = engine->reduce_scatter_async(buffer.view({1, 1 << 20}), out);
+  scattering->wait();
+  torch::cuda::synchronize();
+  CHECK(scattering->done());
+  CHECK(torch::equal(out.cpu(), buffer.cpu()));
 }
 
 TEST_CASE("CUDA tensors go through NCCL unless ranks share a GPU or NNX_ENGINE says mpi") {
