@@ -30,7 +30,7 @@ template <class T> cuda::AdamScalars<T> scalars_of(const AdamKernelPlan& plan) {
           bias_reciprocal<T>(plan.b2, plan.step),
           static_cast<T>(plan.eps),
           static_cast<T>(plan.weight_decay),
-          static_cast<T>(-plan.learning_rate)};
+          static_cast<T>(plan.scale)};
 }
 
 void enqueue(const std::vector<cuda::AdamBlocks>& blocks, const AdamKernelPlan& plan,

@@ -43,12 +43,15 @@ template <class T> T* at_offset(const at::Tensor& t, int64_t begin) {
 // Runs `loop`, compiled a second time for AVX2 where the CPU has it (8 floats a step rather
 // than 4): the same operations, each rounded alike, so the values do not change.
 #if defined(__x86_64__) && defined(__GNUC__)
+bool cpu_has_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
 template <class Loop> __attribute__((target("avx2"))) void run_for_avx2(const Loop& loop) {
   loop();
 }
 template <class Loop> void vectorized(const Loop& loop) {
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) run_for_avx2(loop);
+  if (cpu_has_avx2()) run_for_avx2(loop);
   else loop();
 }
 #else
@@ -124,7 +127,7 @@ class ScaleStage final : public TypedStage<ScaleStage> {
   bool add_to(AdamKernelPlan& plan) const override {  // the descent step after Adam
     if (plan.mu == nullptr || plan.scaled) return false;
     plan.scaled = true;
-    plan.learning_rate = -factor_;
+    plan.scale = factor_;
     return true;
   }
 

@@ -37,8 +37,8 @@ struct AdamKernelPlan {
   double b1 = 0, b2 = 0, eps = 0;
   double weight_decay = 0;
   std::vector<bool> decayed;  // empty: no decay
-  bool scaled = false;        // the learning rate is known
-  double learning_rate = 0;
+  bool scaled = false;        // the scale is known
+  double scale = 0;           // the scale stage's factor: -learning_rate
 };
 
 class FusedStage {

@@ -44,7 +44,7 @@ template <class T> __global__ void adam_kernel(const Batch batch, const AdamScal
       nu[j] = v;
       T u = (m * s.bias_reciprocal1) / (square_root(v * s.bias_reciprocal2) + s.eps);
       if (b.decayed) u = u + s.weight_decay * p[j];
-      u = u * s.factor;
+      u = u * s.scale;
       p[j] = p[j] + u;
     }
   }

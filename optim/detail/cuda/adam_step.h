@@ -13,7 +13,7 @@ namespace nnx::optim::detail::cuda {
 template <class T> struct AdamScalars {
   T one_minus_b1, b1, one_minus_b2, b2;
   T bias_reciprocal1, bias_reciprocal2;  // 1 / (1 - b^step), in T
-  T eps, weight_decay, factor;           // factor: -learning_rate
+  T eps, weight_decay, scale;            // scale: -learning_rate
 };
 
 // One parameter's contiguous device blocks, of `numel` elements each.
