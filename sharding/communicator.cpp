@@ -4,6 +4,7 @@
 #include <nnx/sharding/comm_buffer.h>
 #include <nnx/sharding/communicator.h>
 #include <nnx/sharding/detail/board_collectives.h>
+#include <nnx/sharding/detail/direct_collectives.h>
 #include <nnx/sharding/detail/call_stack.h>
 #include <nnx/sharding/detail/collective_wait.h>
 #include <nnx/sharding/detail/collective_watchdog.h>
@@ -179,8 +180,9 @@ void open_board(detail::CommImpl& c, const char* op) {
   c.board_opened = true;
 }
 
+// `address`: posted with the fingerprint on the board, for members to read directly.
 bool fingerprints_match(detail::CommImpl& c, uint64_t sequence, const char* op,
-                        const at::Tensor& t, int64_t extra) {
+                        const at::Tensor& t, int64_t extra, const void* address = nullptr) {
   uint64_t h = std::hash<std::string_view>{}(op);
   auto mix = [&h](uint64_t v) {  // splitmix64's finalizer: every input bit reaches every output bit
     h = (h ^ v) + 0x9E3779B97F4A7C15ull;
@@ -194,7 +196,7 @@ bool fingerprints_match(detail::CommImpl& c, uint64_t sequence, const char* op,
   mix(static_cast<uint64_t>(t.dim()));
   for (int64_t d = 0; d < t.dim(); ++d) mix(static_cast<uint64_t>(t.size(d)));
   open_board(c, op);
-  if (c.board) return c.board->agree(sequence, h, c.comm, op, c.name);
+  if (c.board) return c.board->agree(sequence, h, c.comm, op, c.name, address);
   const int64_t fp = static_cast<int64_t>(h >> 1);  // non-negative, so -fp is safe
   std::array<int64_t, 2> both{fp, -fp};             // max of fp and of -fp: min == max?
   run(c, c.name, op, [&](MPI_Request* r) {
@@ -267,10 +269,17 @@ struct BoardInput {
 // A call that can move its data on the board passes its `input` (board_input): if the board has
 // room, the input goes into this member's region before the fingerprint is posted, and agree
 // returns the call's sequence number, at which every member's input is readable
-// (board_collectives.h). Otherwise (nullopt) the engine moves the data. The choice is the same
-// on every member: it depends on the fingerprint alone.
-std::optional<uint64_t> agree(detail::CommImpl& c, const char* op, const at::Tensor& t,
-                              int64_t extra, const BoardInput& input = {}) {
+// (board_collectives.h). A larger call that only moves data posts its input's address instead,
+// where members can read each other's memory (`direct`, direct_collectives.h; it takes the next
+// sequence number too, to finish). Otherwise (nullopt) the engine moves the data. The choice is
+// the same on every member: it depends on the fingerprint alone.
+struct OnBoard {
+  uint64_t sequence;
+  bool direct;
+};
+
+std::optional<OnBoard> agree(detail::CommImpl& c, const char* op, const at::Tensor& t,
+                             int64_t extra, const BoardInput& input = {}) {
   const uint64_t sequence = ++c.calls;
   if (c.size == 1) return std::nullopt;
   bool fingerprints_differ = false;
@@ -279,11 +288,17 @@ std::optional<uint64_t> agree(detail::CommImpl& c, const char* op, const at::Ten
     if (!fingerprinting()) return std::nullopt;
     open_board(c, op);
     const size_t room = c.board ? c.board->capacity() / (input.moves_only ? 4 : 1) : 0;
-    const bool on_board = c.board && input.bytes >= 0 && static_cast<size_t>(input.bytes) <= room;
+    const auto bytes = static_cast<size_t>(input.bytes);
+    const bool on_board = c.board && input.bytes >= 0 && bytes <= room;
+    const bool direct = c.board && input.moves_only && input.bytes > 0 && !on_board &&
+                        bytes <= c.board->direct_limit();
     if (on_board && input.data != nullptr && input.bytes > 0)
-      std::memcpy(c.board->own_region(sequence), input.data, static_cast<size_t>(input.bytes));
-    if (fingerprints_match(c, sequence, op, t, extra))
-      return on_board ? std::optional<uint64_t>(sequence) : std::nullopt;
+      std::memcpy(c.board->own_region(sequence), input.data, bytes);
+    if (fingerprints_match(c, sequence, op, t, extra, direct ? input.data : nullptr)) {
+      if (direct) ++c.calls;  // finish() posts at sequence + 1
+      return on_board || direct ? std::optional<OnBoard>(OnBoard{sequence, direct})
+                                : std::nullopt;
+    }
     fingerprints_differ = true;
   }
   const detail::CallStack stack = full ? detail::capture_call_stack() : detail::CallStack{};
@@ -424,7 +439,7 @@ void Communicator::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
   const auto on_board = agree(*impl_, "all_reduce", tensor, static_cast<int64_t>(op),
                               board_input(engine, buffer, false));
   if (on_board) {
-    detail::board_all_reduce(*impl_->board, *on_board, impl_->size, buffer.data_ptr(),
+    detail::board_all_reduce(*impl_->board, on_board->sequence, impl_->size, buffer.data_ptr(),
                              buffer.numel(), buffer.scalar_type(), op);
   } else if (engine) {
     engine->all_reduce(buffer, op);
@@ -442,12 +457,20 @@ namespace {
 // The engine's part of the all_gather, reduce_scatter and all_to_all forms, after agree(): dim
 // 0 of contiguous buffers, which lie in member order already.
 
-// `on_board`: agree() put every member's input on the board, at that sequence.
+// `on_board`: agree() put every member's input, or its address, on the board at that sequence.
+
+detail::DirectCall direct_call(const detail::CommImpl& c, uint64_t sequence, const char* op) {
+  return {*c.board, sequence, c.size, c.rank, c.comm, op, c.name};
+}
+
 void gather_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const at::Tensor& out,
-                 const at::Tensor& local, std::optional<uint64_t> on_board) {
+                 const at::Tensor& local, std::optional<OnBoard> on_board) {
+  const auto bytes = static_cast<size_t>(local.numel() * local.element_size());
+  if (on_board && on_board->direct)
+    return detail::direct_all_gather(direct_call(c, on_board->sequence, "all_gather"),
+                                     local.data_ptr(), out.data_ptr(), bytes);
   if (on_board)
-    return detail::board_all_gather(*c.board, *on_board, c.size, out.data_ptr(),
-                                    local.numel() * local.element_size());
+    return detail::board_all_gather(*c.board, on_board->sequence, c.size, out.data_ptr(), bytes);
   if (engine) return engine->all_gather(local, out);
   run(c, c.name, "all_gather", [&](MPI_Request* r) {
     const int count = count_of(local.numel() * local.element_size(), "all_gather");
@@ -459,9 +482,9 @@ void gather_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const 
 }
 
 void scatter_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const at::Tensor& out,
-                  const at::Tensor& stacked, std::optional<uint64_t> on_board) {
+                  const at::Tensor& stacked, std::optional<OnBoard> on_board) {
   if (on_board)
-    return detail::board_reduce_scatter(*c.board, *on_board, c.size, c.rank, out.data_ptr(),
+    return detail::board_reduce_scatter(*c.board, on_board->sequence, c.size, c.rank, out.data_ptr(),
                                         out.numel(), out.scalar_type());
   if (engine) return engine->reduce_scatter(stacked, out);
   run(c, c.name, "reduce_scatter", [&](MPI_Request* r) {
@@ -475,10 +498,14 @@ void scatter_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const
 }
 
 void exchange_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const at::Tensor& out,
-                   const at::Tensor& send, std::optional<uint64_t> on_board) {
+                   const at::Tensor& send, std::optional<OnBoard> on_board) {
+  const auto chunk_bytes = static_cast<size_t>(send.numel() / c.size * send.element_size());
+  if (on_board && on_board->direct)
+    return detail::direct_all_to_all(direct_call(c, on_board->sequence, "all_to_all"),
+                                     send.data_ptr(), out.data_ptr(), chunk_bytes);
   if (on_board)
-    return detail::board_all_to_all(*c.board, *on_board, c.size, c.rank, out.data_ptr(),
-                                    send.numel() / c.size * send.element_size());
+    return detail::board_all_to_all(*c.board, on_board->sequence, c.size, c.rank, out.data_ptr(),
+                                    chunk_bytes);
   if (engine) return engine->all_to_all(send, out);
   run(c, c.name, "all_to_all", [&](MPI_Request* r) {
     const int count = count_of(send.numel() / c.size * send.element_size(), "all_to_all");
@@ -685,9 +712,12 @@ void Communicator::broadcast_(at::Tensor& tensor, int root) const {
   // Only the root's input is read: the others put nothing on the board.
   const auto on_board = agree(*impl_, "broadcast", tensor, root,
                               board_input(engine, buffer, true, impl_->rank == root));
-  if (on_board) {
-    detail::board_broadcast(*impl_->board, *on_board, root, impl_->rank, buffer.data_ptr(),
-                            static_cast<size_t>(bytes));
+  if (on_board && on_board->direct) {
+    detail::direct_broadcast(direct_call(*impl_, on_board->sequence, "broadcast"), root,
+                             buffer.data_ptr(), static_cast<size_t>(bytes));
+  } else if (on_board) {
+    detail::board_broadcast(*impl_->board, on_board->sequence, root, impl_->rank,
+                            buffer.data_ptr(), static_cast<size_t>(bytes));
   } else if (engine) {
     engine->broadcast(buffer, root);
   } else run(*impl_, name_, "broadcast", [&](MPI_Request* r) {

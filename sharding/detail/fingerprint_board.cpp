@@ -1,12 +1,14 @@
 // The board's segment: a header line holding a nonce, then per member kSlots cache lines; the
 // slot of (member, sequence) holds one word, the fingerprint's upper 40 bits over a 24-bit
-// sequence field that is never 0 (a zero word: nothing posted yet). A member is at most one
+// sequence field that is never 0 (a zero word: nothing posted yet), and the address posted with
+// it. A member is at most one
 // collective ahead of another (it cannot pass its next check until the other posts), so four
 // slots never wrap onto a word still being read. After the slots, per member two data regions
 // of `capacity` bytes each.
 #include <nnx/sharding/detail/fingerprint_board.h>
 
 #include <nnx/sharding/detail/collective_wait.h>
+#include <nnx/sharding/detail/process_memory.h>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -19,9 +21,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace nnx::detail {
@@ -61,6 +65,35 @@ size_t wanted_capacity() {
   return bytes <= 0 ? 0 : (static_cast<size_t>(bytes) + kLine - 1) / kLine * kLine;
 }
 
+// Bytes of input per member up to which collectives that only move data read the members'
+// inputs directly: NNX_DIRECT_COLLECTIVE_BYTES (0: never), else no limit. Member 0's value holds
+// for all.
+size_t wanted_direct_limit() {
+  const char* env = std::getenv("NNX_DIRECT_COLLECTIVE_BYTES");
+  if (env == nullptr || *env == '\0') return SIZE_MAX;
+  const long long bytes = std::atoll(env);
+  return bytes <= 0 ? 0 : static_cast<size_t>(bytes);
+}
+
+// A word each member reads from every other at the opening, to learn whether the kernel lets it
+// read their memory: it holds its process id mixed with a constant.
+constexpr uint64_t kProbeMix = 0x6e6e782d70726f62ull;
+uint64_t probe_word = 0;
+
+// Whether this member can read every other member's probe word.
+bool can_read_members(const std::vector<uint64_t>& seats, int rank, int size) {
+  for (int m = 0; m < size; ++m) {
+    if (m == rank) continue;
+    const auto pid = static_cast<pid_t>(seats[4 * m + 2]);
+    uint64_t seen = 0;
+    if (!read_process_memory(pid, reinterpret_cast<const void*>(seats[4 * m + 3]), &seen,
+                             sizeof seen) ||
+        seen != (kProbeMix ^ static_cast<uint64_t>(pid)))
+      return false;
+  }
+  return true;
+}
+
 // Sizes the segment, with its pages reserved (a tmpfs page that cannot be had later would be a
 // SIGBUS on first touch): with data regions of `capacity` bytes, else without (capacity 0).
 bool size_segment(int fd, int size, size_t& capacity) {
@@ -75,9 +108,16 @@ bool size_segment(int fd, int size, size_t& capacity) {
 
 int64_t fingerprint_boards_open() { return boards_open.load(); }
 
-FingerprintBoard::FingerprintBoard(void* memory, size_t bytes, size_t capacity, int rank,
+FingerprintBoard::FingerprintBoard(void* memory, size_t bytes, size_t capacity,
+                                   size_t direct_limit, std::vector<pid_t> pids, int rank,
                                    int size)
-    : memory_(memory), bytes_(bytes), capacity_(capacity), rank_(rank), size_(size) {
+    : memory_(memory),
+      bytes_(bytes),
+      capacity_(capacity),
+      direct_limit_(direct_limit),
+      pids_(std::move(pids)),
+      rank_(rank),
+      size_(size) {
   ++boards_open;
 }
 
@@ -105,14 +145,18 @@ std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank
     start(&request);
     wait_for(&request, comm, op, comm_name.c_str());
   };
-  // Every member learns every member's host and whether it allows a board.
-  std::vector<uint64_t> seats(2 * static_cast<size_t>(size));
-  const std::array<uint64_t, 2> mine{host_hash(), allowed ? 1u : 0u};
+  // Every member learns every member's host, whether it allows a board, its process id and
+  // where its probe word lies.
+  probe_word = kProbeMix ^ static_cast<uint64_t>(getpid());
+  std::vector<uint64_t> seats(4 * static_cast<size_t>(size));
+  const std::array<uint64_t, 4> mine{host_hash(), allowed ? 1u : 0u,
+                                     static_cast<uint64_t>(getpid()),
+                                     reinterpret_cast<uint64_t>(&probe_word)};
   watched([&](MPI_Request* r) {
-    MPI_Iallgather(mine.data(), 2, MPI_UINT64_T, seats.data(), 2, MPI_UINT64_T, comm, r);
+    MPI_Iallgather(mine.data(), 4, MPI_UINT64_T, seats.data(), 4, MPI_UINT64_T, comm, r);
   });
   for (int m = 0; m < size; ++m)
-    if (seats[2 * m] != mine[0] || seats[2 * m + 1] == 0) return nullptr;  // all alike
+    if (seats[4 * m] != mine[0] || seats[4 * m + 1] == 0) return nullptr;  // all alike
 
   // Member 0 makes the segment, names it and writes a nonce into it; the others map it and
   // check the nonce (a name can reach another machine's segment); it is unlinked once all have.
@@ -120,6 +164,7 @@ std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank
     std::array<char, 64> name{};
     uint64_t nonce = 0;
     uint64_t capacity = 0;
+    uint64_t direct_limit = 0;
   } announced;
   int fd = -1;
   if (rank == 0) {
@@ -137,6 +182,7 @@ std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank
     }
     if (fd < 0) announced.name[0] = '\0';
     announced.capacity = capacity;
+    announced.direct_limit = wanted_direct_limit();
   }
   // Rank 0's sizes, announced below; its own mapping uses them already.
   auto segment_bytes = [&] { return slots_bytes(size) + 2 * size * announced.capacity; };
@@ -158,22 +204,41 @@ std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank
     }
   }
   if (fd >= 0) close(fd);
-  int mapped = memory != MAP_FAILED ? 1 : 0, all_mapped = 0;
+  // Whether all mapped the segment, and whether all can read each other's memory (every probe
+  // word is read before any member leaves this all-reduce).
+  const bool readable = announced.direct_limit > 0 && can_read_members(seats, rank, size);
+  std::array<int, 2> done{memory != MAP_FAILED ? 1 : 0, readable ? 1 : 0}, all_done{};
   watched([&](MPI_Request* r) {
-    MPI_Iallreduce(&mapped, &all_mapped, 1, MPI_INT, MPI_MIN, comm, r);
+    MPI_Iallreduce(done.data(), all_done.data(), 2, MPI_INT, MPI_MIN, comm, r);
   });
   if (rank == 0 && announced.name[0] != '\0') shm_unlink(announced.name.data());
-  if (all_mapped == 0) {
+  if (all_done[0] == 0) {
     if (memory != MAP_FAILED) munmap(memory, segment_bytes());
     return nullptr;
   }
-  return std::unique_ptr<FingerprintBoard>(
-      new FingerprintBoard(memory, segment_bytes(), announced.capacity, rank, size));
+  std::vector<pid_t> pids(static_cast<size_t>(size));
+  for (int m = 0; m < size; ++m) pids[m] = static_cast<pid_t>(seats[4 * m + 2]);
+  return std::unique_ptr<FingerprintBoard>(new FingerprintBoard(
+      memory, segment_bytes(), announced.capacity,
+      all_done[1] != 0 ? static_cast<size_t>(announced.direct_limit) : 0, std::move(pids), rank,
+      size));
+}
+
+const void* FingerprintBoard::address(int member, uint64_t sequence) const {
+  return reinterpret_cast<const void*>(
+      std::atomic_ref<uint64_t>(slot(member, sequence)[1]).load(std::memory_order_relaxed));
+}
+
+bool FingerprintBoard::read(int member, const void* remote, void* local, size_t bytes) const {
+  return read_process_memory(pids_[member], remote, local, bytes);
 }
 
 bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm comm,
-                             const char* op, const std::string& comm_name) {
+                             const char* op, const std::string& comm_name, const void* address) {
   const uint64_t mine = word_of(sequence, fingerprint);
+  // Published by the word's release below.
+  std::atomic_ref<uint64_t>(slot(rank_, sequence)[1])
+      .store(reinterpret_cast<uint64_t>(address), std::memory_order_relaxed);
   std::atomic_ref<uint64_t>(*slot(rank_, sequence)).store(mine, std::memory_order_release);
   bool same = true;
   int next = 0;  // members before `next` have posted and been compared

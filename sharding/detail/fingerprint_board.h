@@ -3,14 +3,19 @@
 // share one machine, comparing there costs a cache line per member instead of an MPI
 // all-reduce. Nothing moves until every member has posted, so a mismatch is still caught before
 // any data does. Small collectives move their data on the board too: each member writes its input
-// into its own region before it posts, and reads the others' once all have posted.
+// into its own region before it posts, and reads the others' once all have posted. Larger ones
+// that only move data may post their input's address instead, and members then read each other's
+// inputs directly (process_memory.h) where the kernel lets them.
 #pragma once
 
 #include <mpi.h>
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace nnx::detail {
 
@@ -30,9 +35,18 @@ class FingerprintBoard {
 
   // Posts this member's fingerprint of collective number `sequence`, waits (without hanging,
   // as wait_for) until every member has posted its own, and says whether all are equal.
-  // Data written into own_region(sequence) before the call is visible to every member after it.
+  // Data written into own_region(sequence) before the call is visible to every member after it,
+  // and so is `address` (posted with the fingerprint) as address(member, sequence).
   bool agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm comm, const char* op,
-             const std::string& comm_name);
+             const std::string& comm_name, const void* address = nullptr);
+  const void* address(int member, uint64_t sequence) const;
+
+  // Inputs of at most this many bytes per member may be read directly from the members' memory
+  // (equal on every member; 0 where some member cannot read another's).
+  size_t direct_limit() const { return direct_limit_; }
+  // Copies `bytes` at `remote` in member `member`'s memory into `local`; false, with errno set,
+  // where the kernel refuses.
+  bool read(int member, const void* remote, void* local, size_t bytes) const;
 
   // Bytes of input each member can pass on the board per collective (equal on every member; 0
   // where the segment has no room for data). Regions alternate by sequence parity: a member
@@ -42,12 +56,15 @@ class FingerprintBoard {
   void* region(int member, uint64_t sequence) const;
 
  private:
-  FingerprintBoard(void* memory, size_t bytes, size_t capacity, int rank, int size);
+  FingerprintBoard(void* memory, size_t bytes, size_t capacity, size_t direct_limit,
+                   std::vector<pid_t> pids, int rank, int size);
   uint64_t* slot(int member, uint64_t sequence) const;
 
   void* memory_;
   size_t bytes_;
   size_t capacity_;
+  size_t direct_limit_;
+  std::vector<pid_t> pids_;  // by member
   int rank_;
   int size_;
 };

@@ -1,5 +1,6 @@
-// Small collectives move their data on the shared-memory board (board_collectives.h), large ones
-// through MPI: both against values computed locally, on 2 and 4 ranks, without the full check
+// Small collectives move their data on the shared-memory board (board_collectives.h), larger ones
+// that only move data by reading the members' inputs directly (direct_collectives.h), the rest
+// through MPI: all against values computed locally, on 2 and 4 ranks, without the full check
 // (which always takes the MPI path).
 #include <catch2/catch.hpp>
 
@@ -7,8 +8,12 @@
 
 #include <nnx/nnx.h>
 #include <nnx/sharding/detail/board_collectives.h>
+#include <nnx/sharding/detail/direct_collectives.h>
+#include <nnx/sharding/detail/process_memory.h>
 
 #include <torch/torch.h>
+
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -33,15 +38,40 @@ bool board_expected() {
   return true;
 }
 
+// Whether members read each other's inputs directly: the board is there, the environment allows
+// it, and the kernel lets this rank read another's memory (asked here independently of nnx, through
+// MPI; collective over `world`).
+bool direct_expected(const nnx::Communicator& world) {
+  const char* env = std::getenv("NNX_DIRECT_COLLECTIVE_BYTES");
+  if (!board_expected() || (env != nullptr && std::string(env) == "0")) return false;
+  static int64_t word = 0;
+  word = 1000 + world.rank();
+  const int n = world.size(), me = world.rank();
+  nnx_test::CheckingMode full(true);  // the exchange itself goes through MPI
+  auto seats = world.all_gather(
+      torch::tensor({static_cast<int64_t>(getpid()), reinterpret_cast<int64_t>(&word)}), 0);
+  const int peer = (me + 1) % n;
+  int64_t seen = 0;
+  const bool read = nnx::detail::read_process_memory(
+      static_cast<pid_t>(seats[2 * peer].item<int64_t>()),
+      reinterpret_cast<const void*>(seats[2 * peer + 1].item<int64_t>()), &seen, sizeof seen);
+  auto all_read = torch::tensor({read && seen == 1000 + peer ? 1 : 0});
+  world.all_reduce_(all_read, nnx::ReduceOp::min);
+  if (all_read.item<int>() == 0) WARN("this kernel does not let ranks read each other's memory");
+  return all_read.item<int>() == 1;
+}
+
 }  // namespace
 
-TEST_CASE("collectives on the board and through MPI equal their definitions",
+TEST_CASE("collectives on the board, by direct reads and through MPI equal their definitions",
           "[ranks2][ranks4]") {
   nnx_test::CheckingMode checking(false);
   auto world = nnx::Communicator::world();
   const int n = world.size(), me = world.rank();
-  // 1000 elements lie on the board; 40000 do not, except bytes' max and min (40 KB).
-  const int64_t numel = GENERATE(1000, 40000);
+  const bool direct = direct_expected(world);
+  // 1000 elements lie on the board; 40000 do not, except bytes' max and min (40 KB); 700000
+  // reach megabytes.
+  const int64_t numel = GENERATE(1000, 40000, 700000);
   for (auto dtype : {at::kFloat, at::kDouble, at::kLong, at::kInt, at::kByte}) {
     CAPTURE(numel, dtype);
     const int64_t rows = numel / n * n;  // splits evenly over the members
@@ -52,6 +82,7 @@ TEST_CASE("collectives on the board and through MPI equal their definitions",
                         .to(dtype));
     const at::Tensor mine = all[me];
     const int64_t board_before = nnx::detail::board_collectives_run();
+    const int64_t direct_before = nnx::detail::direct_collectives_run();
 
     auto stack = torch::stack(all, 0);
     auto sum = stack.to(torch::kDouble).sum(0).to(dtype);
@@ -95,13 +126,15 @@ TEST_CASE("collectives on the board and through MPI equal their definitions",
     world.barrier();
 
     // Which path ran: reductions on the board up to 64 KiB per member, collectives that only
-    // move data up to 16 KiB; the rest through MPI.
+    // move data up to 16 KiB, and by direct reads above that; the rest through MPI.
     const int64_t bytes = rows * mine.element_size();
     const int reductions = dtype != at::kByte ? 5 : 2, moves = 4 + n;
     const int on_board =
         (bytes <= (64 << 10) ? reductions : 0) + (bytes <= (16 << 10) ? moves : 0);
     CHECK(nnx::detail::board_collectives_run() - board_before ==
           (board_expected() ? on_board : 0));
+    CHECK(nnx::detail::direct_collectives_run() - direct_before ==
+          (direct && bytes > (16 << 10) ? moves : 0));
   }
 }
 
@@ -144,8 +177,11 @@ TEST_CASE("small and large collectives interleaved stay in step", "[ranks2][rank
     auto x = torch::full({numel}, static_cast<double>(me + i));
     world.all_reduce_(x);
     REQUIRE(torch::equal(x, torch::full({numel}, static_cast<double>(n * i + n * (n - 1) / 2))));
-    auto g = world.all_gather(torch::full({2}, static_cast<float>(i * n + me)), 0);
-    REQUIRE(torch::equal(g, (torch::arange(n) + i * n).to(torch::kFloat).repeat_interleave(2)));
+    // 2 floats lie on the board, 8192 are read directly (each direct call takes two sequence
+    // numbers: the board's regions and slots must still line up after it).
+    const int64_t width = i % 4 == 1 ? 8192 : 2;
+    auto g = world.all_gather(torch::full({width}, static_cast<float>(i * n + me)), 0);
+    REQUIRE(torch::equal(g, (torch::arange(n) + i * n).to(torch::kFloat).repeat_interleave(width)));
   }
 }
 
@@ -215,4 +251,25 @@ TEST_CASE("the board takes empty, half, strided and overlapping inputs, other di
     world.all_reduce_(x);
     REQUIRE(torch::equal(x, torch::full({5}, static_cast<double>(n * i + n * (n - 1) / 2))));
   }
+}
+
+TEST_CASE("a direct read that fails is an error on every member, and the group stays in step",
+          "[ranks2][ranks4]") {
+  nnx_test::CheckingMode checking(false);
+  auto world = nnx::Communicator::world();
+  const int n = world.size(), me = world.rank();
+  if (!direct_expected(world)) return;
+  auto x = torch::full({50000}, static_cast<float>(me));  // 200 KB: read directly
+  if (me == n - 1) nnx::detail::fail_next_direct_read();
+  CHECK_THROWS_WITH(world.all_gather(x, 0),
+                    Contains("reading the members' inputs directly over 'world' failed") &&
+                        Contains(me == n - 1 ? "this rank could not read member"
+                                             : "another member could not read") &&
+                        Contains("NNX_DIRECT_COLLECTIVE_BYTES=0"));
+  // The next direct and board calls find every member in step.
+  auto g = world.all_gather(x, 0);
+  CHECK(torch::equal(g, torch::arange(n).to(torch::kFloat).repeat_interleave(50000)));
+  auto y = torch::ones({4});
+  world.all_reduce_(y);
+  CHECK(torch::equal(y, torch::full({4}, static_cast<float>(n))));
 }

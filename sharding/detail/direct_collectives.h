@@ -1,0 +1,41 @@
+// The data phase of collectives that only move data, read straight from the members' inputs:
+// once every member has posted collective `sequence` with its input's address on the board,
+// each member copies what it needs from the others' memory into its output (one copy, as MPI's
+// shared-memory transport makes for large messages). Then every member posts `sequence + 1` to
+// say it is done reading, and none returns (and lets its input change) before all have. A member
+// whose read fails says so there, and every member throws.
+#pragma once
+
+#include <nnx/sharding/detail/fingerprint_board.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace nnx::detail {
+
+// How many collectives this process has run by direct reads (for tests).
+int64_t direct_collectives_run();
+
+// What every direct collective needs besides its buffers.
+struct DirectCall {
+  FingerprintBoard& board;
+  uint64_t sequence;
+  int members;
+  int me;
+  MPI_Comm comm;
+  const char* op;
+  const std::string& comm_name;
+};
+
+// out = every member's `bytes` in member order (`mine` is this member's input).
+void direct_all_gather(const DirectCall& call, const void* mine, void* out, size_t bytes);
+// Chunk m of out = chunk `me` of member m's input (`chunk_bytes` each).
+void direct_all_to_all(const DirectCall& call, const void* mine, void* out, size_t chunk_bytes);
+// out = the root's `bytes` (nothing to copy on the root, whose out is its input).
+void direct_broadcast(const DirectCall& call, int root, void* out, size_t bytes);
+
+// Makes this process's next direct read fail as a refused one would (for tests).
+void fail_next_direct_read();
+
+}  // namespace nnx::detail
