@@ -66,11 +66,12 @@ size_t wanted_capacity() {
 }
 
 // Bytes of input per member up to which collectives that only move data read the members'
-// inputs directly: NNX_DIRECT_COLLECTIVE_BYTES (0: never), else no limit. Member 0's value holds
-// for all.
+// inputs directly: NNX_DIRECT_COLLECTIVE_BYTES (0: never), else 16 MiB (above that, MPI's own
+// algorithms did as well or better in tools/bench/collectives.cpp). Member 0's value holds for
+// all.
 size_t wanted_direct_limit() {
   const char* env = std::getenv("NNX_DIRECT_COLLECTIVE_BYTES");
-  if (env == nullptr || *env == '\0') return SIZE_MAX;
+  if (env == nullptr || *env == '\0') return size_t{16} << 20;
   const long long bytes = std::atoll(env);
   return bytes <= 0 ? 0 : static_cast<size_t>(bytes);
 }
