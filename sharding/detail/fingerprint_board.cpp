@@ -1,10 +1,9 @@
 // The board's segment: a header line holding a nonce, then per member kSlots cache lines; the
 // slot of (member, sequence) holds one word, the fingerprint's upper 40 bits over a 24-bit
-// sequence field that is never 0 (a zero word: nothing posted yet), and the address posted with
-// it. A member is at most one
-// collective ahead of another (it cannot pass its next check until the other posts), so four
-// slots never wrap onto a word still being read. After the slots, per member two data regions
-// of `capacity` bytes each.
+// sequence field that is never 0 (a zero word: nothing posted yet), then the address posted with
+// it. A member is at most one collective ahead of another (it cannot pass its next check until
+// the other posts), so four slots never wrap onto a word still being read. After the slots, per
+// member two data regions of `capacity` bytes each.
 #include <nnx/sharding/detail/fingerprint_board.h>
 
 #include <nnx/sharding/detail/collective_wait.h>
@@ -79,7 +78,10 @@ size_t wanted_direct_limit() {
 // A word each member reads from every other at the opening, to learn whether the kernel lets it
 // read their memory: it holds its process id mixed with a constant.
 constexpr uint64_t kProbeMix = 0x6e6e782d70726f62ull;
-uint64_t probe_word = 0;
+const uint64_t& probe_word() {
+  static const uint64_t word = kProbeMix ^ static_cast<uint64_t>(getpid());
+  return word;
+}
 
 // Whether this member can read every other member's probe word.
 bool can_read_members(const std::vector<uint64_t>& seats, int rank, int size) {
@@ -148,11 +150,10 @@ std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank
   };
   // Every member learns every member's host, whether it allows a board, its process id and
   // where its probe word lies.
-  probe_word = kProbeMix ^ static_cast<uint64_t>(getpid());
   std::vector<uint64_t> seats(4 * static_cast<size_t>(size));
   const std::array<uint64_t, 4> mine{host_hash(), allowed ? 1u : 0u,
                                      static_cast<uint64_t>(getpid()),
-                                     reinterpret_cast<uint64_t>(&probe_word)};
+                                     reinterpret_cast<uint64_t>(&probe_word())};
   watched([&](MPI_Request* r) {
     MPI_Iallgather(mine.data(), 4, MPI_UINT64_T, seats.data(), 4, MPI_UINT64_T, comm, r);
   });
