@@ -67,5 +67,11 @@ void apply_default_threads() {
   at::set_num_threads(default_num_threads());
 }
 
+bool ranks_outnumber_cores() {
+  static const bool outnumber =
+      local_ranks() > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return outnumber;
+}
+
 }  // namespace detail
 }  // namespace nnx

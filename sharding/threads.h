@@ -12,6 +12,8 @@ int default_num_threads();
 namespace detail {
 // Applies default_num_threads() unless set_num_threads was called; once per process.
 void apply_default_threads();
+// Whether more ranks run on this machine than it has cores (waiting ranks should then sleep).
+bool ranks_outnumber_cores();
 }  // namespace detail
 
 }  // namespace nnx

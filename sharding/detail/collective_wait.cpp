@@ -57,7 +57,8 @@ void wait_for(MPI_Request* request, MPI_Comm comm, const char* op, const char* c
 }
 
 void wait_until(const std::function<bool()>& done, MPI_Comm comm, const char* op,
-                const char* comm_name, bool watch_departures, double timeout_seconds) {
+                const char* comm_name, bool watch_departures, double timeout_seconds,
+                const std::function<void()>& idle) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const double timeout = timeout_seconds > 0 ? timeout_seconds : collective_timeout_seconds();
@@ -70,7 +71,10 @@ void wait_until(const std::function<bool()>& done, MPI_Comm comm, const char* op
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     } else {
       if (spins % 256 != 255) continue;
-      std::this_thread::yield();  // ranks may share cores
+      if (idle)
+        idle();
+      else
+        std::this_thread::yield();  // ranks may share cores
     }
     if (watch_departures) stall_probe_tick();
     const auto now = Clock::now();

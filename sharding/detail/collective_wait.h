@@ -15,9 +15,11 @@ namespace nnx::detail {
 // `timeout_seconds`: 0 means collective_timeout_seconds().
 void wait_for(MPI_Request* request, MPI_Comm comm, const char* op, const char* comm_name,
               bool watch_departures = true, double timeout_seconds = 0);
-// The same wait for any condition: `done` is polled until it returns true.
+// The same wait for any condition: `done` is polled until it returns true. Every few hundred
+// polls the wait yields the core, or calls `idle` where given (which may sleep briefly).
 void wait_until(const std::function<bool()>& done, MPI_Comm comm, const char* op,
-                const char* comm_name, bool watch_departures = true, double timeout_seconds = 0);
+                const char* comm_name, bool watch_departures = true, double timeout_seconds = 0,
+                const std::function<void()>& idle = {});
 // Collectives of this thread wait lazily: started nonblocking and tested every 200 us in between
 // sleeps instead of spinning (a background thread, such as the checkpoint writer, then leaves
 // the cores to training while other ranks catch up).

@@ -1,16 +1,19 @@
-// The board's segment: a header line holding a nonce, then per member kSlots cache lines; the
-// slot of (member, sequence) holds one word, the fingerprint's upper 40 bits over a 24-bit
-// sequence field that is never 0 (a zero word: nothing posted yet), then the address posted with
-// it. A member is at most one collective ahead of another (it cannot pass its next check until
-// the other posts), so four slots never wrap onto a word still being read. After the slots, per
-// member two data regions of `capacity` bytes each.
+// The board's segment: a header line holding a nonce and the wake-up words, then per member
+// kSlots cache lines; the slot of (member, sequence) holds one word, the fingerprint's upper 40
+// bits over a 24-bit sequence field that is never 0 (a zero word: nothing posted yet), then the
+// address posted with it. A member is at most one collective ahead of another (it cannot pass its
+// next check until the other posts), so four slots never wrap onto a word still being read. After
+// the slots, per member two data regions of `capacity` bytes each.
 #include <nnx/sharding/detail/fingerprint_board.h>
 
 #include <nnx/sharding/detail/collective_wait.h>
 #include <nnx/sharding/detail/process_memory.h>
+#include <nnx/sharding/threads.h>
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -19,6 +22,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
@@ -41,6 +45,27 @@ std::atomic<uint64_t> boards_made{0};
 std::atomic<int64_t> boards_open{0};
 
 uint64_t sequence_field(uint64_t sequence) { return sequence % kSequenceBits + 1; }
+
+// Where ranks outnumber cores, members that have waited a while sleep on the header's `wakes`
+// word (a futex in the shared segment), counted in `sleepers`, so a waiting rank gives its core
+// to one that still works; a member that posts while any sleeps bumps `wakes` and wakes them.
+// Elsewhere waits only spin and yield: a wake-up costs more than the wait it ends.
+constexpr size_t kWakesOffset = 8, kSleepersOffset = 12;
+constexpr long kSleepNanoseconds = 200'000;  // then the wait looks at the clock and departures
+
+std::atomic_ref<uint32_t> header_word(void* memory, size_t offset) {
+  return std::atomic_ref<uint32_t>(
+      *reinterpret_cast<uint32_t*>(static_cast<char*>(memory) + offset));
+}
+
+void futex_sleep(uint32_t* word, uint32_t expected) {
+  timespec timeout{0, kSleepNanoseconds};
+  syscall(SYS_futex, word, FUTEX_WAIT, expected, &timeout, nullptr, 0);
+}
+
+void futex_wake_all(uint32_t* word) {
+  syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
 
 uint64_t word_of(uint64_t sequence, uint64_t fingerprint) {
   return (fingerprint & ~kSequenceBits) | sequence_field(sequence);
@@ -120,13 +145,18 @@ FingerprintBoard::FingerprintBoard(void* memory, size_t bytes, size_t capacity,
       direct_limit_(direct_limit),
       pids_(std::move(pids)),
       rank_(rank),
-      size_(size) {
+      size_(size),
+      sleeps_(ranks_outnumber_cores()) {
   ++boards_open;
 }
 
 FingerprintBoard::~FingerprintBoard() {
   munmap(memory_, bytes_);
   --boards_open;
+}
+
+uint32_t* FingerprintBoard::wakes() const {
+  return reinterpret_cast<uint32_t*>(static_cast<char*>(memory_) + kWakesOffset);
 }
 
 uint64_t* FingerprintBoard::slot(int member, uint64_t sequence) const {
@@ -242,6 +272,13 @@ bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm c
   std::atomic_ref<uint64_t>(slot(rank_, sequence)[1])
       .store(reinterpret_cast<uint64_t>(address), std::memory_order_relaxed);
   std::atomic_ref<uint64_t>(*slot(rank_, sequence)).store(mine, std::memory_order_release);
+  // The post before the look at `sleepers`; a sleeper counts itself before its last look at the
+  // slots: one of the two sees the other.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (header_word(memory_, kSleepersOffset).load(std::memory_order_relaxed) > 0) {
+    header_word(memory_, kWakesOffset).fetch_add(1);
+    futex_wake_all(wakes());
+  }
   bool same = true;
   int next = 0;  // members before `next` have posted and been compared
   unsigned polls = 0;
@@ -261,7 +298,16 @@ bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm c
     }
     return false;
   };
-  if (!all_posted()) wait_until(all_posted, comm, op, comm_name.c_str());
+  auto sleep = [&] {
+    const uint32_t seen = header_word(memory_, kWakesOffset).load(std::memory_order_acquire);
+    header_word(memory_, kSleepersOffset).fetch_add(1);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!all_posted()) futex_sleep(wakes(), seen);
+    header_word(memory_, kSleepersOffset).fetch_sub(1);
+  };
+  if (!all_posted())
+    wait_until(all_posted, comm, op, comm_name.c_str(), true, 0,
+               sleeps_ ? std::function<void()>(sleep) : std::function<void()>());
   return same;
 }
 

@@ -59,6 +59,7 @@ class FingerprintBoard {
   FingerprintBoard(void* memory, size_t bytes, size_t capacity, size_t direct_limit,
                    std::vector<pid_t> pids, int rank, int size);
   uint64_t* slot(int member, uint64_t sequence) const;
+  uint32_t* wakes() const;
 
   void* memory_;
   size_t bytes_;
@@ -67,6 +68,7 @@ class FingerprintBoard {
   std::vector<pid_t> pids_;  // by member
   int rank_;
   int size_;
+  bool sleeps_;  // waits may sleep: ranks outnumber this machine's cores
 };
 
 }  // namespace nnx::detail
