@@ -4,10 +4,10 @@
 #include <nnx/sharding/comm_buffer.h>
 #include <nnx/sharding/communicator.h>
 #include <nnx/sharding/detail/board_collectives.h>
-#include <nnx/sharding/detail/direct_collectives.h>
 #include <nnx/sharding/detail/call_stack.h>
 #include <nnx/sharding/detail/collective_wait.h>
 #include <nnx/sharding/detail/collective_watchdog.h>
+#include <nnx/sharding/detail/direct_collectives.h>
 #include <nnx/sharding/detail/device_engine.h>
 #include <nnx/sharding/detail/fingerprint_board.h>
 #include <nnx/sharding/detail/live_communicators.h>
@@ -457,12 +457,11 @@ namespace {
 // The engine's part of the all_gather, reduce_scatter and all_to_all forms, after agree(): dim
 // 0 of contiguous buffers, which lie in member order already.
 
-// `on_board`: agree() put every member's input, or its address, on the board at that sequence.
-
 detail::DirectCall direct_call(const detail::CommImpl& c, uint64_t sequence, const char* op) {
   return {*c.board, sequence, c.size, c.rank, c.comm, op, c.name};
 }
 
+// `on_board`: agree() put every member's input, or its address, on the board at that sequence.
 void gather_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const at::Tensor& out,
                  const at::Tensor& local, std::optional<OnBoard> on_board) {
   const auto bytes = static_cast<size_t>(local.numel() * local.element_size());
@@ -484,8 +483,8 @@ void gather_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const 
 void scatter_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const at::Tensor& out,
                   const at::Tensor& stacked, std::optional<OnBoard> on_board) {
   if (on_board)
-    return detail::board_reduce_scatter(*c.board, on_board->sequence, c.size, c.rank, out.data_ptr(),
-                                        out.numel(), out.scalar_type());
+    return detail::board_reduce_scatter(*c.board, on_board->sequence, c.size, c.rank,
+                                        out.data_ptr(), out.numel(), out.scalar_type());
   if (engine) return engine->reduce_scatter(stacked, out);
   run(c, c.name, "reduce_scatter", [&](MPI_Request* r) {
     const int count = count_of(out.numel(), "reduce_scatter");
