@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -52,6 +53,9 @@ uint64_t sequence_field(uint64_t sequence) { return sequence % kSequenceBits + 1
 // Elsewhere waits only spin and yield: a wake-up costs more than the wait it ends.
 constexpr size_t kWakesOffset = 8, kSleepersOffset = 12;
 constexpr long kSleepNanoseconds = 200'000;  // then the wait looks at the clock and departures
+// Rounds of polls (a few hundred each) a member spins and yields through before it sleeps: short
+// waits, as in a small model's step, end sooner spinning than through a wake-up.
+constexpr unsigned kYieldsBeforeSleep = 8;
 
 std::atomic_ref<uint32_t> header_word(void* memory, size_t offset) {
   return std::atomic_ref<uint32_t>(
@@ -298,7 +302,9 @@ bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm c
     }
     return false;
   };
+  unsigned idles = 0;
   auto sleep = [&] {
+    if (++idles <= kYieldsBeforeSleep) return std::this_thread::yield();
     const uint32_t seen = header_word(memory_, kWakesOffset).load(std::memory_order_acquire);
     header_word(memory_, kSleepersOffset).fetch_add(1);
     std::atomic_thread_fence(std::memory_order_seq_cst);
