@@ -57,9 +57,12 @@ constexpr long kSleepNanoseconds = 200'000;  // then the wait looks at the clock
 // waits, as in a small model's step, end sooner spinning than through a wake-up.
 constexpr unsigned kYieldsBeforeSleep = 8;
 
+uint32_t* header_pointer(void* memory, size_t offset) {
+  return reinterpret_cast<uint32_t*>(static_cast<char*>(memory) + offset);
+}
+
 std::atomic_ref<uint32_t> header_word(void* memory, size_t offset) {
-  return std::atomic_ref<uint32_t>(
-      *reinterpret_cast<uint32_t*>(static_cast<char*>(memory) + offset));
+  return std::atomic_ref<uint32_t>(*header_pointer(memory, offset));
 }
 
 void futex_sleep(uint32_t* word, uint32_t expected) {
@@ -157,10 +160,6 @@ FingerprintBoard::FingerprintBoard(void* memory, size_t bytes, size_t capacity,
 FingerprintBoard::~FingerprintBoard() {
   munmap(memory_, bytes_);
   --boards_open;
-}
-
-uint32_t* FingerprintBoard::wakes() const {
-  return reinterpret_cast<uint32_t*>(static_cast<char*>(memory_) + kWakesOffset);
 }
 
 uint64_t* FingerprintBoard::slot(int member, uint64_t sequence) const {
@@ -277,11 +276,14 @@ bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm c
       .store(reinterpret_cast<uint64_t>(address), std::memory_order_relaxed);
   std::atomic_ref<uint64_t>(*slot(rank_, sequence)).store(mine, std::memory_order_release);
   // The post before the look at `sleepers`; a sleeper counts itself before its last look at the
-  // slots: one of the two sees the other.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (header_word(memory_, kSleepersOffset).load(std::memory_order_relaxed) > 0) {
-    header_word(memory_, kWakesOffset).fetch_add(1);
-    futex_wake_all(wakes());
+  // slots: one of the two sees the other. Members of one machine all sleep or none does, so
+  // where none does, posts skip the fence.
+  if (sleeps_) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (header_word(memory_, kSleepersOffset).load(std::memory_order_relaxed) > 0) {
+      header_word(memory_, kWakesOffset).fetch_add(1);
+      futex_wake_all(header_pointer(memory_, kWakesOffset));
+    }
   }
   bool same = true;
   int next = 0;  // members before `next` have posted and been compared
@@ -308,7 +310,7 @@ bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm c
     const uint32_t seen = header_word(memory_, kWakesOffset).load(std::memory_order_acquire);
     header_word(memory_, kSleepersOffset).fetch_add(1);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (!all_posted()) futex_sleep(wakes(), seen);
+    if (!all_posted()) futex_sleep(header_pointer(memory_, kWakesOffset), seen);
     header_word(memory_, kSleepersOffset).fetch_sub(1);
   };
   if (!all_posted())

@@ -59,7 +59,6 @@ class FingerprintBoard {
   FingerprintBoard(void* memory, size_t bytes, size_t capacity, size_t direct_limit,
                    std::vector<pid_t> pids, int rank, int size);
   uint64_t* slot(int member, uint64_t sequence) const;
-  uint32_t* wakes() const;
 
   void* memory_;
   size_t bytes_;
