@@ -254,11 +254,13 @@ std::vector<std::string> call_sites(const detail::CommImpl& c, const char* op,
 // What a collective may put on the board: `bytes` from `data` (null: nothing to share, as for a
 // broadcast's non-roots; bytes < 0: not on the board). Collectives that only move data
 // (`moves_only`) use a quarter of the board's room: above that, MPI's single copy between
-// processes beats the board's copy in and out.
+// processes beats the board's copy in and out. Above the room, members read a `direct` input
+// straight from each other's memory.
 struct BoardInput {
   const void* data = nullptr;
   int64_t bytes = -1;
   bool moves_only = false;
+  bool direct = false;
 };
 
 // All members must call the same collective on the same dtype and shape: checked by fingerprint
@@ -290,7 +292,7 @@ std::optional<OnBoard> agree(detail::CommImpl& c, const char* op, const at::Tens
     const size_t room = c.board ? c.board->capacity() / (input.moves_only ? 4 : 1) : 0;
     const auto bytes = static_cast<size_t>(input.bytes);
     const bool on_board = c.board && input.bytes >= 0 && bytes <= room;
-    const bool direct = c.board && input.moves_only && input.bytes > 0 && !on_board &&
+    const bool direct = c.board && input.direct && input.bytes > 0 && !on_board &&
                         bytes <= c.board->direct_limit();
     if (on_board && input.data != nullptr && input.bytes > 0)
       std::memcpy(c.board->own_region(sequence), input.data, bytes);
@@ -343,12 +345,13 @@ std::optional<OnBoard> agree(detail::CommImpl& c, const char* op, const at::Tens
                                       fmt::join(t.sizes(), ", "), table));
 }
 
-// A contiguous input for agree(): CPU inputs may move on the board, not a device engine's.
+// A contiguous input for agree(): CPU inputs may move on the board, not a device engine's. All
+// but all_reduce may be read directly (`direct`): its members would also read each other's sums.
 BoardInput board_input(const detail::DeviceEngine* engine, const at::Tensor& input,
-                       bool moves_only, bool shared = true) {
+                       bool moves_only, bool shared = true, bool direct = true) {
   if (engine) return {};
   return {shared ? input.data_ptr() : nullptr,
-          input.numel() * static_cast<int64_t>(input.element_size()), moves_only};
+          input.numel() * static_cast<int64_t>(input.element_size()), moves_only, direct};
 }
 
 }  // namespace
@@ -437,7 +440,7 @@ void Communicator::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
                           ? tensor.to(at::kFloat).contiguous()
                           : tensor.contiguous();
   const auto on_board = agree(*impl_, "all_reduce", tensor, static_cast<int64_t>(op),
-                              board_input(engine, buffer, false));
+                              board_input(engine, buffer, false, true, false));
   if (on_board) {
     detail::board_all_reduce(*impl_->board, on_board->sequence, impl_->size, buffer.data_ptr(),
                              buffer.numel(), buffer.scalar_type(), op);
@@ -482,6 +485,10 @@ void gather_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const 
 
 void scatter_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const at::Tensor& out,
                   const at::Tensor& stacked, std::optional<OnBoard> on_board) {
+  if (on_board && on_board->direct)
+    return detail::direct_reduce_scatter(direct_call(c, on_board->sequence, "reduce_scatter"),
+                                         stacked.data_ptr(), out.data_ptr(), out.numel(),
+                                         out.scalar_type());
   if (on_board)
     return detail::board_reduce_scatter(*c.board, on_board->sequence, c.size, c.rank,
                                         out.data_ptr(), out.numel(), out.scalar_type());

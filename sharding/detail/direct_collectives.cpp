@@ -1,6 +1,7 @@
 #include <nnx/sharding/detail/direct_collectives.h>
 
 #include <nnx/core/error.h>
+#include <nnx/sharding/detail/combine.h>
 
 #include <fmt/format.h>
 
@@ -8,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <vector>
 
 namespace nnx::detail {
 
@@ -88,6 +90,36 @@ void direct_all_to_all(const DirectCall& call, const void* mine, void* out, size
   if (chunk_bytes > 0)
     std::memcpy(to + my_chunk, static_cast<const char*>(mine) + my_chunk, chunk_bytes);
   finish(call, refused);
+}
+
+void direct_reduce_scatter(const DirectCall& call, const void* mine, void* out, int64_t numel,
+                           at::ScalarType dtype) {
+  std::optional<Refusal> refused;
+  const bool known = combinable(dtype);
+  const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
+  // Member 0's chunk lands in out, each later one in `scratch` (kept, grown) and is added there.
+  thread_local std::vector<char> scratch;
+  if (known && bytes > 0) {
+    if (scratch.size() < bytes) scratch.resize(bytes);
+    const size_t my_chunk = static_cast<size_t>(call.me) * bytes;
+    for (int m = 0; m < call.members && !refused; ++m) {
+      const void* chunk = static_cast<const char*>(mine) + my_chunk;
+      if (m != call.me) {
+        void* to = m == 0 ? out : scratch.data();
+        read_member(call, m, static_cast<const char*>(call.board.address(m, call.sequence)) + my_chunk,
+                    to, bytes, refused);
+        chunk = to;
+      }
+      if (m == 0) {
+        if (chunk != out) std::memcpy(out, chunk, bytes);
+      } else if (!refused) {
+        combine(out, chunk, numel, dtype, ReduceOp::sum, call.op);
+      }
+    }
+  }
+  finish(call, refused);  // every member reaches it, so that none leaves while others read
+  if (!known)
+    throw_error(call.op, fmt::format("no reduction for dtype {}", c10::toString(dtype)));
 }
 
 void direct_broadcast(const DirectCall& call, int root, void* out, size_t bytes) {

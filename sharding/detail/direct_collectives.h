@@ -1,4 +1,4 @@
-// The data phase of collectives that only move data, read straight from the members' inputs:
+// The data phase of collectives that move data or sum it, read straight from the members' inputs:
 // once every member has posted collective `sequence` with its input's address on the board,
 // each member copies what it needs from the others' memory into its output (one copy, as MPI's
 // shared-memory transport makes for large messages). Then every member posts `sequence + 1` to
@@ -7,6 +7,8 @@
 #pragma once
 
 #include <nnx/sharding/detail/fingerprint_board.h>
+
+#include <c10/core/ScalarType.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -32,6 +34,10 @@ struct DirectCall {
 void direct_all_gather(const DirectCall& call, const void* mine, void* out, size_t bytes);
 // Chunk m of out = chunk `me` of member m's input (`chunk_bytes` each).
 void direct_all_to_all(const DirectCall& call, const void* mine, void* out, size_t chunk_bytes);
+// out = the sum over members, in member order, of chunk `me` of their inputs (`numel` elements of
+// `dtype` per chunk; a dtype combine.h has no loop for is an error on every member).
+void direct_reduce_scatter(const DirectCall& call, const void* mine, void* out, int64_t numel,
+                           at::ScalarType dtype);
 // out = the root's `bytes` (nothing to copy on the root, whose out is its input).
 void direct_broadcast(const DirectCall& call, int root, void* out, size_t bytes);
 

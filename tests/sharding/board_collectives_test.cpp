@@ -126,15 +126,17 @@ TEST_CASE("collectives on the board, by direct reads and through MPI equal their
     world.barrier();
 
     // Which path ran: reductions on the board up to 64 KiB per member, collectives that only
-    // move data up to 16 KiB, and by direct reads above that; the rest through MPI.
+    // move data up to 16 KiB; above that, all but all_reduce by direct reads; the rest through
+    // MPI.
     const int64_t bytes = rows * mine.element_size();
-    const int reductions = dtype != at::kByte ? 5 : 2, moves = 4 + n;
+    const int scatters = dtype != at::kByte ? 2 : 0, moves = 4 + n;
+    const int reductions = scatters + (dtype != at::kByte ? 3 : 2);  // bytes' sums are skipped
     const int on_board =
         (bytes <= (64 << 10) ? reductions : 0) + (bytes <= (16 << 10) ? moves : 0);
     CHECK(nnx::detail::board_collectives_run() - board_before ==
           (board_expected() ? on_board : 0));
     CHECK(nnx::detail::direct_collectives_run() - direct_before ==
-          (direct && bytes > (16 << 10) ? moves : 0));
+          (direct ? (bytes > (16 << 10) ? moves : 0) + (bytes > (64 << 10) ? scatters : 0) : 0));
   }
 }
 
@@ -155,6 +157,15 @@ TEST_CASE("a float sum on the board has the same bits on every member, in member
     for (int r = 1; r < n; ++r) in_order += inputs[r];
     CHECK(torch::equal(reduced, in_order));
   }
+  // A reduce_scatter read directly (64 KiB per member and more) adds in member order too.
+  auto big = at::randn({n * 16384}, generator, torch::kFloat) * std::pow(10.f, me % 3);
+  auto bigs = world.all_gather(big.unsqueeze(0), 0);  // [n, n * 16384]
+  auto part = world.reduce_scatter(big, 0);
+  auto in_order = bigs[0].narrow(0, me * 16384, 16384).clone();
+  for (int r = 1; r < n; ++r) in_order += bigs[r].narrow(0, me * 16384, 16384);
+  if (direct_expected(world)) CHECK(torch::equal(part, in_order));
+  CHECK(torch::allclose(part, bigs.to(torch::kDouble).sum(0).narrow(0, me * 16384, 16384)
+                                  .to(torch::kFloat), 1e-5, 1e-4));
   // max and min keep a NaN from any member.
   auto with_nan = torch::full({8}, static_cast<float>(me));
   if (me == n - 1) with_nan[3] = std::numeric_limits<float>::quiet_NaN();
@@ -266,7 +277,15 @@ TEST_CASE("a direct read that fails is an error on every member, and the group s
                         Contains(me == n - 1 ? "this rank could not read member"
                                              : "another member could not read") &&
                         Contains("NNX_DIRECT_COLLECTIVE_BYTES=0"));
+  // So does a direct reduce_scatter's.
+  if (me == 0) nnx::detail::fail_next_direct_read();
+  CHECK_THROWS_WITH(world.reduce_scatter(x, 0),
+                    Contains("reading the members' inputs directly over 'world' failed") &&
+                        Contains(me == 0 ? "this rank could not read member"
+                                         : "another member could not read"));
   // The next direct and board calls find every member in step.
+  CHECK(torch::equal(world.reduce_scatter(x, 0),
+                     torch::full({50000 / n}, static_cast<float>(n * (n - 1) / 2))));
   auto g = world.all_gather(x, 0);
   CHECK(torch::equal(g, torch::arange(n).to(torch::kFloat).repeat_interleave(50000)));
   auto y = torch::ones({4});

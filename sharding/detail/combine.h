@@ -1,0 +1,21 @@
+// Element-wise combination of one member's contribution into an accumulator, the step every
+// reduction that nnx computes itself (on the board, by direct reads) takes member by member.
+#pragma once
+
+#include <nnx/sharding/communicator.h>
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+
+namespace nnx::detail {
+
+// Whether combine() has a loop for `dtype`.
+bool combinable(at::ScalarType dtype);
+
+// acc[i] = acc[i] op in[i] over `n` elements of `dtype`. Max and min keep a NaN from either side;
+// integer sums wrap, as MPI's do. An unlisted dtype is an error naming `who`.
+void combine(void* acc, const void* in, int64_t n, at::ScalarType dtype, ReduceOp op,
+             const char* who);
+
+}  // namespace nnx::detail
