@@ -1,9 +1,6 @@
 #include <nnx/sharding/detail/board_collectives.h>
 
-#include <nnx/core/error.h>
 #include <nnx/sharding/detail/combine.h>
-
-#include <fmt/format.h>
 
 #include <atomic>
 #include <cstring>
@@ -18,8 +15,7 @@ std::atomic<int64_t> board_runs{0};
 void reduce_members(const char* who, const FingerprintBoard& board, uint64_t sequence,
                     int members, int64_t chunk, void* out, int64_t n, at::ScalarType dtype,
                     ReduceOp op) {
-  if (!combinable(dtype))
-    throw_error(who, fmt::format("no reduction for dtype {}", c10::toString(dtype)));
+  check_combinable(dtype, who);
   if (n == 0) return;
   const size_t bytes = static_cast<size_t>(n) * c10::elementSize(dtype);
   auto input = [&](int m) {

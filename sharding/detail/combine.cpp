@@ -36,33 +36,44 @@ void combine_typed(T* acc, const T* in, int64_t n, ReduceOp op) {
 
 }  // namespace
 
+// The dtypes combine() has a loop for, with their C++ types.
+#define NNX_COMBINABLE(X) \
+  X(at::kFloat, float)    \
+  X(at::kDouble, double)  \
+  X(at::kLong, int64_t)   \
+  X(at::kInt, int32_t)    \
+  X(at::kShort, int16_t)  \
+  X(at::kChar, int8_t)    \
+  X(at::kByte, uint8_t)
+
 bool combinable(at::ScalarType dtype) {
   switch (dtype) {
-    case at::kFloat: case at::kDouble: case at::kLong: case at::kInt: case at::kShort:
-    case at::kChar: case at::kByte:
-      return true;
+#define NNX_LISTED(scalar, type) case scalar:
+    NNX_COMBINABLE(NNX_LISTED)
+#undef NNX_LISTED
+    return true;
     default:
       return false;
   }
+}
+
+void check_combinable(at::ScalarType dtype, const char* who) {
+  if (!combinable(dtype))
+    throw_error(who, fmt::format("no reduction for dtype {}", c10::toString(dtype)));
 }
 
 void combine(void* acc, const void* in, int64_t n, at::ScalarType dtype, ReduceOp op,
              const char* who) {
   switch (dtype) {
 #define NNX_COMBINE(scalar, type) \
-  case scalar: \
+  case scalar:                    \
     return combine_typed(static_cast<type*>(acc), static_cast<const type*>(in), n, op);
-    NNX_COMBINE(at::kFloat, float)
-    NNX_COMBINE(at::kDouble, double)
-    NNX_COMBINE(at::kLong, int64_t)
-    NNX_COMBINE(at::kInt, int32_t)
-    NNX_COMBINE(at::kShort, int16_t)
-    NNX_COMBINE(at::kChar, int8_t)
-    NNX_COMBINE(at::kByte, uint8_t)
+    NNX_COMBINABLE(NNX_COMBINE)
 #undef NNX_COMBINE
     default:
-      throw_error(who, fmt::format("no reduction for dtype {}", c10::toString(dtype)));
+      check_combinable(dtype, who);
   }
 }
+#undef NNX_COMBINABLE
 
 }  // namespace nnx::detail

@@ -10,8 +10,10 @@
 
 namespace nnx::detail {
 
-// Whether combine() has a loop for `dtype`.
+// Whether combine() has a loop for `dtype`; check_combinable throws the error naming `who` where
+// it has none.
 bool combinable(at::ScalarType dtype);
+void check_combinable(at::ScalarType dtype, const char* who);
 
 // acc[i] = acc[i] op in[i] over `n` elements of `dtype`. Max and min keep a NaN from either side;
 // integer sums wrap, as MPI's do. An unlisted dtype is an error naming `who`.

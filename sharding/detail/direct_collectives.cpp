@@ -106,8 +106,8 @@ void direct_reduce_scatter(const DirectCall& call, const void* mine, void* out, 
       const void* chunk = static_cast<const char*>(mine) + my_chunk;
       if (m != call.me) {
         void* to = m == 0 ? out : scratch.data();
-        read_member(call, m, static_cast<const char*>(call.board.address(m, call.sequence)) + my_chunk,
-                    to, bytes, refused);
+        const auto* theirs = static_cast<const char*>(call.board.address(m, call.sequence));
+        read_member(call, m, theirs + my_chunk, to, bytes, refused);
         chunk = to;
       }
       if (m == 0) {
@@ -118,8 +118,7 @@ void direct_reduce_scatter(const DirectCall& call, const void* mine, void* out, 
     }
   }
   finish(call, refused);  // every member reaches it, so that none leaves while others read
-  if (!known)
-    throw_error(call.op, fmt::format("no reduction for dtype {}", c10::toString(dtype)));
+  check_combinable(dtype, call.op);
 }
 
 void direct_broadcast(const DirectCall& call, int root, void* out, size_t bytes) {
