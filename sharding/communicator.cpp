@@ -11,6 +11,7 @@
 #include <nnx/sharding/detail/device_engine.h>
 #include <nnx/sharding/detail/fingerprint_board.h>
 #include <nnx/sharding/detail/live_communicators.h>
+#include <nnx/sharding/detail/mpi_reduce_op.h>
 #include <nnx/sharding/detail/stall_probe.h>
 #include <nnx/sharding/world.h>
 
@@ -142,15 +143,6 @@ MPI_Datatype mpi_type(at::ScalarType t, const char* who) {
   }
 }
 
-MPI_Op mpi_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return MPI_SUM;
-    case ReduceOp::max: return MPI_MAX;
-    case ReduceOp::min: return MPI_MIN;
-  }
-  return MPI_SUM;
-}
-
 
 // Always on unless NNX_COLLECTIVE_FINGERPRINT=0: members compare a hash of the call (op, dtype,
 // shape, argument) before any data moves, on the fingerprint board where they share a machine,
@@ -254,13 +246,13 @@ std::vector<std::string> call_sites(const detail::CommImpl& c, const char* op,
 // What a collective may put on the board: `bytes` from `data` (null: nothing to share, as for a
 // broadcast's non-roots; bytes < 0: not on the board). Collectives that only move data
 // (`moves_only`) use a quarter of the board's room: above that, MPI's single copy between
-// processes beats the board's copy in and out. Above the room, members read a `direct` input
-// straight from each other's memory.
+// processes beats the board's copy in and out. Above the room, members may read the input
+// straight from each other's memory, meeting `direct_meetings` more times (0: never direct).
 struct BoardInput {
   const void* data = nullptr;
   int64_t bytes = -1;
   bool moves_only = false;
-  bool direct = false;
+  int direct_meetings = 0;
 };
 
 // All members must call the same collective on the same dtype and shape: checked by fingerprint
@@ -271,9 +263,9 @@ struct BoardInput {
 // A call that can move its data on the board passes its `input` (board_input): if the board has
 // room, the input goes into this member's region before the fingerprint is posted, and agree
 // returns the call's sequence number, at which every member's input is readable
-// (board_collectives.h). A larger call that only moves data posts its input's address instead,
-// where members can read each other's memory (`direct`, direct_collectives.h; it takes the next
-// sequence number too, to finish). Otherwise (nullopt) the engine moves the data. The choice is
+// (board_collectives.h). A larger call posts its input's address instead, where members can read
+// each other's memory (`direct`, direct_collectives.h; its later meetings take the next sequence
+// numbers). Otherwise (nullopt) the engine moves the data. The choice is
 // the same on every member: it depends on the fingerprint alone.
 struct OnBoard {
   uint64_t sequence;
@@ -292,12 +284,12 @@ std::optional<OnBoard> agree(detail::CommImpl& c, const char* op, const at::Tens
     const size_t room = c.board ? c.board->capacity() / (input.moves_only ? 4 : 1) : 0;
     const auto bytes = static_cast<size_t>(input.bytes);
     const bool on_board = c.board && input.bytes >= 0 && bytes <= room;
-    const bool direct = c.board && input.direct && input.bytes > 0 && !on_board &&
+    const bool direct = c.board && input.direct_meetings > 0 && input.bytes > 0 && !on_board &&
                         bytes <= c.board->direct_limit();
     if (on_board && input.data != nullptr && input.bytes > 0)
       std::memcpy(c.board->own_region(sequence), input.data, bytes);
     if (fingerprints_match(c, sequence, op, t, extra, direct ? input.data : nullptr)) {
-      if (direct) ++c.calls;  // finish() posts at sequence + 1
+      if (direct) c.calls += input.direct_meetings;
       return on_board || direct ? std::optional<OnBoard>(OnBoard{sequence, direct})
                                 : std::nullopt;
     }
@@ -345,13 +337,18 @@ std::optional<OnBoard> agree(detail::CommImpl& c, const char* op, const at::Tens
                                       fmt::join(t.sizes(), ", "), table));
 }
 
-// A contiguous input for agree(): CPU inputs may move on the board, not a device engine's. All
-// but all_reduce may be read directly (`direct`): its members would also read each other's sums.
+// A contiguous input for agree(): CPU inputs may move on the board, not a device engine's, or be
+// read directly by members that then meet `direct_meetings` more times.
 BoardInput board_input(const detail::DeviceEngine* engine, const at::Tensor& input,
-                       bool moves_only, bool shared = true, bool direct = true) {
+                       bool moves_only, bool shared = true, int direct_meetings = 1) {
   if (engine) return {};
   return {shared ? input.data_ptr() : nullptr,
-          input.numel() * static_cast<int64_t>(input.element_size()), moves_only, direct};
+          input.numel() * static_cast<int64_t>(input.element_size()), moves_only,
+          direct_meetings};
+}
+
+detail::DirectCall direct_call(const detail::CommImpl& c, uint64_t sequence, const char* op) {
+  return {*c.board, sequence, c.size, c.rank, c.comm, op, c.name};
 }
 
 }  // namespace
@@ -440,8 +437,11 @@ void Communicator::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
                           ? tensor.to(at::kFloat).contiguous()
                           : tensor.contiguous();
   const auto on_board = agree(*impl_, "all_reduce", tensor, static_cast<int64_t>(op),
-                              board_input(engine, buffer, false, true, false));
-  if (on_board) {
+                              board_input(engine, buffer, false, true, 2));
+  if (on_board && on_board->direct) {
+    detail::direct_all_reduce(direct_call(*impl_, on_board->sequence, "all_reduce"),
+                              buffer.data_ptr(), buffer.numel(), buffer.scalar_type(), op);
+  } else if (on_board) {
     detail::board_all_reduce(*impl_->board, on_board->sequence, impl_->size, buffer.data_ptr(),
                              buffer.numel(), buffer.scalar_type(), op);
   } else if (engine) {
@@ -449,8 +449,9 @@ void Communicator::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
   } else run(*impl_, name_, "all_reduce", [&](MPI_Request* r) {
     const int count = count_of(buffer.numel(), "all_reduce");
     const MPI_Datatype type = mpi_type(buffer.scalar_type(), "all_reduce");
-    return r ? MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, mpi_op(op), impl_->comm, r)
-             : MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, mpi_op(op), impl_->comm);
+    const MPI_Op reduce = detail::mpi_reduce_op(op, buffer.scalar_type());
+    return r ? MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, reduce, impl_->comm, r)
+             : MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, reduce, impl_->comm);
   });
   if (!buffer.is_same(tensor)) tensor.copy_(buffer);
 }
@@ -459,10 +460,6 @@ namespace {
 
 // The engine's part of the all_gather, reduce_scatter and all_to_all forms, after agree(): dim
 // 0 of contiguous buffers, which lie in member order already.
-
-detail::DirectCall direct_call(const detail::CommImpl& c, uint64_t sequence, const char* op) {
-  return {*c.board, sequence, c.size, c.rank, c.comm, op, c.name};
-}
 
 // `on_board`: agree() put every member's input, or its address, on the board at that sequence.
 void gather_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const at::Tensor& out,
@@ -845,9 +842,10 @@ PendingCollective Communicator::all_reduce_async_(const at::Tensor& buffer, Redu
   }
   const int count = count_of(buffer.numel(), "all_reduce");
   const MPI_Datatype type = mpi_type(buffer.scalar_type(), "all_reduce");
+  const MPI_Op reduce = detail::mpi_reduce_op(op, buffer.scalar_type());
   if (blocking_calls()) {  // see complete_at_start
     run(*impl_, name_, "all_reduce_async_", [&](MPI_Request*) {
-      return MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, mpi_op(op), impl_->comm);
+      return MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, reduce, impl_->comm);
     });
     return pending;
   }
@@ -856,7 +854,7 @@ PendingCollective Communicator::all_reduce_async_(const at::Tensor& buffer, Redu
   pending.impl_->comm = impl_->comm;
   pending.impl_->owner = impl_;
   pending.impl_->comm_name = name_;
-  check(MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, mpi_op(op), impl_->comm,
+  check(MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, reduce, impl_->comm,
                        &pending.impl_->request),
         "MPI_Iallreduce");
   return pending;

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -16,7 +17,7 @@ namespace nnx::detail {
 namespace {
 
 std::atomic<int64_t> direct_runs{0};
-std::atomic<bool> fail_next{false};
+std::atomic<int> reads_before_failure{-1};  // -1: none fails
 
 // What members post at sequence + 1: all done, or some read failed.
 constexpr uint64_t kDone = 0x446f6e65ull << 32;
@@ -32,21 +33,22 @@ struct Refusal {
 void read_member(const DirectCall& call, int member, const void* remote, void* local,
                  size_t bytes, std::optional<Refusal>& refused) {
   if (refused || bytes == 0) return;
-  if (fail_next.exchange(false)) {
+  if (reads_before_failure.load() >= 0 && reads_before_failure.fetch_sub(1) == 0) {
     refused = Refusal{member, EPERM};
     return;
   }
   if (!call.board.read(member, remote, local, bytes)) refused = Refusal{member, errno};
 }
 
-// Posts that this member is done reading, waits for all, and throws on every member if any
-// member's read failed.
-void finish(const DirectCall& call, const std::optional<Refusal>& refused) {
-  ++direct_runs;
-  const bool all_done =
-      call.board.agree(call.sequence + 1, refused ? kFailed : kDone, call.comm, call.op,
-                       call.comm_name);
-  if (all_done) return;
+// Posts that this member is done with the step that ends at `sequence + step`, waits for all,
+// and says whether every member's reads succeeded.
+bool all_succeeded(const DirectCall& call, uint64_t step, const std::optional<Refusal>& refused) {
+  const bool same = call.board.agree(call.sequence + step, refused ? kFailed : kDone, call.comm,
+                                     call.op, call.comm_name);
+  return same && !refused;  // all posting kFailed agree too
+}
+
+[[noreturn]] void throw_failed(const DirectCall& call, const std::optional<Refusal>& refused) {
   const std::string what =
       refused ? fmt::format("this rank could not read member {}'s input ({})", refused->member,
                             std::strerror(refused->error))
@@ -55,6 +57,53 @@ void finish(const DirectCall& call, const std::optional<Refusal>& refused) {
                                    "the output is incomplete. Set NNX_DIRECT_COLLECTIVE_BYTES=0 "
                                    "to move such collectives through MPI",
                                    call.comm_name, what));
+}
+
+// Posts that this member is done reading, waits for all, and throws on every member if any
+// member's read failed.
+void finish(const DirectCall& call, const std::optional<Refusal>& refused) {
+  ++direct_runs;
+  if (!all_succeeded(call, 1, refused)) throw_failed(call, refused);
+}
+
+// Reductions read the members' inputs in blocks of this many bytes, so that each block is added
+// while it is still in cache.
+constexpr size_t kBlockBytes = 64 << 10;
+
+// out = the member-order combination of the `numel` elements at byte `offset` in every member's
+// input (`own` is this member's). `out` may be this member's own chunk (an all-reduce's sum
+// replaces it): blocks are then summed aside before they are written.
+void reduce_in_blocks(const DirectCall& call, const char* own, size_t offset, char* out,
+                      int64_t numel, at::ScalarType dtype, ReduceOp op,
+                      std::optional<Refusal>& refused) {
+  thread_local std::vector<char> scratch(2 * kBlockBytes);  // a member's block, and a sum
+  char* incoming = scratch.data();
+  char* held = scratch.data() + kBlockBytes;
+  const size_t element = c10::elementSize(dtype);
+  const auto block = static_cast<int64_t>(std::max<size_t>(1, kBlockBytes / element));
+  const bool in_place = out == own + offset && call.me != 0;
+  for (int64_t first = 0; first < numel && !refused; first += block) {
+    const int64_t n = std::min(block, numel - first);
+    const size_t at = offset + static_cast<size_t>(first) * element;
+    const size_t bytes = static_cast<size_t>(n) * element;
+    char* sum = in_place ? held : out + (at - offset);
+    for (int m = 0; m < call.members && !refused; ++m) {
+      const char* from = own + at;
+      if (m != call.me) {
+        char* into = m == 0 ? sum : incoming;
+        const auto* theirs = static_cast<const char*>(call.board.address(m, call.sequence));
+        read_member(call, m, theirs + at, into, bytes, refused);
+        from = into;
+      }
+      if (refused) break;
+      if (m == 0) {
+        if (from != sum) std::memcpy(sum, from, bytes);
+      } else {
+        combine(sum, from, n, dtype, op, call.op);
+      }
+    }
+    if (in_place && !refused) std::memcpy(out + (at - offset), sum, bytes);
+  }
 }
 
 // Members read in turn from the one after them, so they do not all read member 0 first.
@@ -67,7 +116,7 @@ void each_other_member(const DirectCall& call, Read read) {
 
 int64_t direct_collectives_run() { return direct_runs.load(); }
 
-void fail_next_direct_read() { fail_next = true; }
+void fail_direct_read(int after) { reads_before_failure = after; }
 
 void direct_all_gather(const DirectCall& call, const void* mine, void* out, size_t bytes) {
   std::optional<Refusal> refused;
@@ -95,30 +144,35 @@ void direct_all_to_all(const DirectCall& call, const void* mine, void* out, size
 void direct_reduce_scatter(const DirectCall& call, const void* mine, void* out, int64_t numel,
                            at::ScalarType dtype) {
   std::optional<Refusal> refused;
-  const bool known = combinable(dtype);
-  const size_t bytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
-  // Member 0's chunk lands in out, each later one in `scratch` (kept, grown) and is added there.
-  thread_local std::vector<char> scratch;
-  if (known && bytes > 0) {
-    if (scratch.size() < bytes) scratch.resize(bytes);
-    const size_t my_chunk = static_cast<size_t>(call.me) * bytes;
-    for (int m = 0; m < call.members && !refused; ++m) {
-      const void* chunk = static_cast<const char*>(mine) + my_chunk;
-      if (m != call.me) {
-        void* to = m == 0 ? out : scratch.data();
-        const auto* theirs = static_cast<const char*>(call.board.address(m, call.sequence));
-        read_member(call, m, theirs + my_chunk, to, bytes, refused);
-        chunk = to;
-      }
-      if (m == 0) {
-        if (chunk != out) std::memcpy(out, chunk, bytes);
-      } else if (!refused) {
-        combine(out, chunk, numel, dtype, ReduceOp::sum, call.op);
-      }
-    }
+  if (combinable(dtype)) {
+    const size_t my_chunk = static_cast<size_t>(call.me * numel) * c10::elementSize(dtype);
+    reduce_in_blocks(call, static_cast<const char*>(mine), my_chunk, static_cast<char*>(out),
+                     numel, dtype, ReduceOp::sum, refused);
   }
   finish(call, refused);  // every member reaches it, so that none leaves while others read
   check_combinable(dtype, call.op);
+}
+
+void direct_all_reduce(const DirectCall& call, void* buffer, int64_t numel, at::ScalarType dtype,
+                       ReduceOp op) {
+  // The dtype is the same on every member (agreed), so all leave here before anyone reads.
+  check_combinable(dtype, call.op);
+  ++direct_runs;
+  auto* data = static_cast<char*>(buffer);
+  const size_t element = c10::elementSize(dtype);
+  auto first_of = [&](int chunk) { return numel * chunk / call.members; };
+  auto offset_of = [&](int chunk) { return static_cast<size_t>(first_of(chunk)) * element; };
+  std::optional<Refusal> refused;
+  reduce_in_blocks(call, data, offset_of(call.me), data + offset_of(call.me),
+                   first_of(call.me + 1) - first_of(call.me), dtype, op, refused);
+  if (!all_succeeded(call, 1, refused)) throw_failed(call, refused);
+  // Every member's chunk now holds its sum; each reads the others' sums into place.
+  each_other_member(call, [&](int m) {
+    const auto* theirs = static_cast<const char*>(call.board.address(m, call.sequence));
+    read_member(call, m, theirs + offset_of(m), data + offset_of(m),
+                offset_of(m + 1) - offset_of(m), refused);
+  });
+  if (!all_succeeded(call, 2, refused)) throw_failed(call, refused);
 }
 
 void direct_broadcast(const DirectCall& call, int root, void* out, size_t bytes) {

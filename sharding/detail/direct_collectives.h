@@ -3,9 +3,10 @@
 // each member copies what it needs from the others' memory into its output (one copy, as MPI's
 // shared-memory transport makes for large messages). Then every member posts `sequence + 1` to
 // say it is done reading, and none returns (and lets its input change) before all have. A member
-// whose read fails says so there, and every member throws.
+// whose read fails says so there, and every member throws. An all-reduce meets once more.
 #pragma once
 
+#include <nnx/sharding/communicator.h>
 #include <nnx/sharding/detail/fingerprint_board.h>
 
 #include <c10/core/ScalarType.h>
@@ -38,10 +39,16 @@ void direct_all_to_all(const DirectCall& call, const void* mine, void* out, size
 // `dtype` per chunk; a dtype combine.h has no loop for is an error on every member).
 void direct_reduce_scatter(const DirectCall& call, const void* mine, void* out, int64_t numel,
                            at::ScalarType dtype);
+// Every member's `buffer` becomes the member-order combination by `op` of all members' buffers
+// (`numel` elements of `dtype`). Each member sums one chunk from the others' buffers into its
+// own, all meet at `sequence + 1`, each reads the others' sums, and all meet at `sequence + 2`.
+void direct_all_reduce(const DirectCall& call, void* buffer, int64_t numel, at::ScalarType dtype,
+                       ReduceOp op);
 // out = the root's `bytes` (nothing to copy on the root, whose out is its input).
 void direct_broadcast(const DirectCall& call, int root, void* out, size_t bytes);
 
-// Makes this process's next direct read fail as a refused one would (for tests).
-void fail_next_direct_read();
+// Makes this process's direct read after the next `after` fail as a refused one would (for
+// tests).
+void fail_direct_read(int after = 0);
 
 }  // namespace nnx::detail

@@ -4,8 +4,8 @@
 // all-reduce. Nothing moves until every member has posted, so a mismatch is still caught before
 // any data does. Small collectives move their data on the board too: each member writes its input
 // into its own region before it posts, and reads the others' once all have posted. Larger ones
-// (all but all_reduce) may post their input's address instead, and members then read each
-// other's inputs directly (process_memory.h) where the kernel lets them.
+// may post their input's address instead, and members then read each other's inputs directly
+// (process_memory.h) where the kernel lets them.
 #pragma once
 
 #include <mpi.h>

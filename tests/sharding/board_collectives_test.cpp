@@ -1,6 +1,5 @@
 // Small collectives move their data on the shared-memory board (board_collectives.h), larger ones
-// that only move data by reading the members' inputs directly (direct_collectives.h), the rest
-// through MPI: all against values computed locally, on 2 and 4 ranks, without the full check
+// by reading the members' inputs directly (direct_collectives.h), the largest through MPI: all against values computed locally, on 2 and 4 ranks, without the full check
 // (which always takes the MPI path).
 #include <catch2/catch.hpp>
 
@@ -126,8 +125,7 @@ TEST_CASE("collectives on the board, by direct reads and through MPI equal their
     world.barrier();
 
     // Which path ran: reductions on the board up to 64 KiB per member, collectives that only
-    // move data up to 16 KiB; above that, all but all_reduce by direct reads; the rest through
-    // MPI.
+    // move data up to 16 KiB; above that, by direct reads (up to 16 MiB, more than these reach).
     const int64_t bytes = rows * mine.element_size();
     const int scatters = dtype != at::kByte ? 2 : 0, moves = 4 + n;
     const int reductions = scatters + (dtype != at::kByte ? 3 : 2);  // bytes' sums are skipped
@@ -136,7 +134,8 @@ TEST_CASE("collectives on the board, by direct reads and through MPI equal their
     CHECK(nnx::detail::board_collectives_run() - board_before ==
           (board_expected() ? on_board : 0));
     CHECK(nnx::detail::direct_collectives_run() - direct_before ==
-          (direct ? (bytes > (16 << 10) ? moves : 0) + (bytes > (64 << 10) ? scatters : 0) : 0));
+          (direct ? (bytes > (16 << 10) ? moves : 0) + (bytes > (64 << 10) ? reductions : 0)
+                  : 0));
   }
 }
 
@@ -166,7 +165,19 @@ TEST_CASE("a float sum on the board has the same bits on every member, in member
   if (direct_expected(world)) CHECK(torch::equal(part, in_order));
   CHECK(torch::allclose(part, bigs.to(torch::kDouble).sum(0).narrow(0, me * 16384, 16384)
                                   .to(torch::kFloat), 1e-5, 1e-4));
-  // max and min keep a NaN from any member.
+  // So does an all_reduce read directly, over chunks that do not split evenly, and every member
+  // gets the same bits.
+  auto wide = at::randn({n * 16384 + 3}, generator, torch::kFloat) * std::pow(10.f, me % 3);
+  auto wides = world.all_gather(wide.unsqueeze(0), 0);
+  auto wide_sum = wide.clone();
+  world.all_reduce_(wide_sum);
+  auto wide_order = wides[0].clone();
+  for (int r = 1; r < n; ++r) wide_order += wides[r];
+  if (direct_expected(world)) CHECK(torch::equal(wide_sum, wide_order));
+  auto wide_sums = world.all_gather(wide_sum.unsqueeze(0), 0);
+  for (int r = 1; r < n; ++r) CHECK(torch::equal(wide_sums[r], wide_sums[0]));
+  CHECK(torch::allclose(wide_sum, wides.to(torch::kDouble).sum(0).to(torch::kFloat), 1e-5, 1e-4));
+  // max and min keep a NaN from any member, on the board and read directly.
   auto with_nan = torch::full({8}, static_cast<float>(me));
   if (me == n - 1) with_nan[3] = std::numeric_limits<float>::quiet_NaN();
   auto high = with_nan.clone(), low = with_nan.clone();
@@ -176,10 +187,19 @@ TEST_CASE("a float sum on the board has the same bits on every member, in member
   CHECK(std::isnan(low[3].item<float>()));
   CHECK(high[0].item<float>() == static_cast<float>(n - 1));
   CHECK(low[0].item<float>() == 0.f);
+  auto wide_nan = torch::full({n * 16384 + 3}, static_cast<float>(me));
+  if (me == 0) wide_nan[n * 16384 + 2] = std::numeric_limits<float>::quiet_NaN();
+  auto wide_high = wide_nan.clone(), wide_low = wide_nan.clone();
+  world.all_reduce_(wide_high, nnx::ReduceOp::max);
+  world.all_reduce_(wide_low, nnx::ReduceOp::min);
+  CHECK(std::isnan(wide_high[n * 16384 + 2].item<float>()));
+  CHECK(std::isnan(wide_low[n * 16384 + 2].item<float>()));
+  CHECK(torch::equal(wide_high.narrow(0, 0, n * 16384), torch::full({n * 16384}, n - 1.f)));
+  CHECK(torch::equal(wide_low.narrow(0, 0, n * 16384), torch::zeros({n * 16384})));
 }
 
 TEST_CASE("small and large collectives interleaved stay in step", "[ranks2][ranks4]") {
-  // Board regions alternate by call parity; large calls in between go through MPI.
+  // Board regions alternate by call parity; large calls in between are read directly.
   nnx_test::CheckingMode checking(false);
   auto world = nnx::Communicator::world();
   const int n = world.size(), me = world.rank();
@@ -189,7 +209,7 @@ TEST_CASE("small and large collectives interleaved stay in step", "[ranks2][rank
     world.all_reduce_(x);
     REQUIRE(torch::equal(x, torch::full({numel}, static_cast<double>(n * i + n * (n - 1) / 2))));
     // 2 floats lie on the board, 8192 are read directly (each direct call takes two sequence
-    // numbers: the board's regions and slots must still line up after it).
+    // numbers, a direct all_reduce three: the board's regions and slots must still line up).
     const int64_t width = i % 4 == 1 ? 8192 : 2;
     auto g = world.all_gather(torch::full({width}, static_cast<float>(i * n + me)), 0);
     REQUIRE(torch::equal(g, (torch::arange(n) + i * n).to(torch::kFloat).repeat_interleave(width)));
@@ -271,19 +291,38 @@ TEST_CASE("a direct read that fails is an error on every member, and the group s
   const int n = world.size(), me = world.rank();
   if (!direct_expected(world)) return;
   auto x = torch::full({50000}, static_cast<float>(me));  // 200 KB: read directly
-  if (me == n - 1) nnx::detail::fail_next_direct_read();
+  if (me == n - 1) nnx::detail::fail_direct_read();
   CHECK_THROWS_WITH(world.all_gather(x, 0),
                     Contains("reading the members' inputs directly over 'world' failed") &&
                         Contains(me == n - 1 ? "this rank could not read member"
                                              : "another member could not read") &&
                         Contains("NNX_DIRECT_COLLECTIVE_BYTES=0"));
   // So does a direct reduce_scatter's.
-  if (me == 0) nnx::detail::fail_next_direct_read();
+  if (me == 0) nnx::detail::fail_direct_read();
   CHECK_THROWS_WITH(world.reduce_scatter(x, 0),
                     Contains("reading the members' inputs directly over 'world' failed") &&
                         Contains(me == 0 ? "this rank could not read member"
                                          : "another member could not read"));
+  // So does an all_reduce's, whether a member fails to read the others' inputs (its first read)
+  // or their sums (20000 floats: one block per member's chunk, so the n - 1 reads before the sums
+  // succeed), and where every member fails.
+  auto s = torch::full({20000}, static_cast<float>(me));
+  for (int after : {0, n - 1}) {
+    CAPTURE(after);
+    if (me == n / 2) nnx::detail::fail_direct_read(after);
+    auto r = s.clone();
+    CHECK_THROWS_WITH(world.all_reduce_(r),
+                      Contains("reading the members' inputs directly over 'world' failed") &&
+                          Contains(me == n / 2 ? "this rank could not read member"
+                                               : "another member could not read"));
+  }
+  nnx::detail::fail_direct_read();
+  auto every = s.clone();
+  CHECK_THROWS_WITH(world.all_reduce_(every), Contains("this rank could not read member"));
   // The next direct and board calls find every member in step.
+  auto summed = s.clone();
+  world.all_reduce_(summed);
+  CHECK(torch::equal(summed, torch::full({20000}, static_cast<float>(n * (n - 1) / 2))));
   CHECK(torch::equal(world.reduce_scatter(x, 0),
                      torch::full({50000 / n}, static_cast<float>(n * (n - 1) / 2))));
   auto g = world.all_gather(x, 0);
