@@ -68,7 +68,7 @@ void finish(const DirectCall& call, const std::optional<Refusal>& refused) {
 
 // Reductions read the members' inputs in blocks of this many bytes, so that each block is added
 // while it is still in cache.
-constexpr size_t kBlockBytes = 64 << 10;
+constexpr size_t kBlockBytes = 128 << 10;
 
 // out = the member-order combination of the `numel` elements at byte `offset` in every member's
 // input (`own` is this member's). `out` may be this member's own chunk (an all-reduce's sum

@@ -165,9 +165,10 @@ TEST_CASE("a float sum on the board has the same bits on every member, in member
   if (direct_expected(world)) CHECK(torch::equal(part, in_order));
   CHECK(torch::allclose(part, bigs.to(torch::kDouble).sum(0).narrow(0, me * 16384, 16384)
                                   .to(torch::kFloat), 1e-5, 1e-4));
-  // So does an all_reduce read directly, over chunks that do not split evenly, and every member
-  // gets the same bits.
-  auto wide = at::randn({n * 16384 + 3}, generator, torch::kFloat) * std::pow(10.f, me % 3);
+  // So does an all_reduce read directly, over chunks that do not split evenly and span several
+  // blocks of the reads, and every member gets the same bits.
+  constexpr int64_t kWide = 65536;
+  auto wide = at::randn({n * kWide + 3}, generator, torch::kFloat) * std::pow(10.f, me % 3);
   auto wides = world.all_gather(wide.unsqueeze(0), 0);
   auto wide_sum = wide.clone();
   world.all_reduce_(wide_sum);
@@ -187,15 +188,15 @@ TEST_CASE("a float sum on the board has the same bits on every member, in member
   CHECK(std::isnan(low[3].item<float>()));
   CHECK(high[0].item<float>() == static_cast<float>(n - 1));
   CHECK(low[0].item<float>() == 0.f);
-  auto wide_nan = torch::full({n * 16384 + 3}, static_cast<float>(me));
-  if (me == 0) wide_nan[n * 16384 + 2] = std::numeric_limits<float>::quiet_NaN();
+  auto wide_nan = torch::full({n * kWide + 3}, static_cast<float>(me));
+  if (me == 0) wide_nan[n * kWide + 2] = std::numeric_limits<float>::quiet_NaN();
   auto wide_high = wide_nan.clone(), wide_low = wide_nan.clone();
   world.all_reduce_(wide_high, nnx::ReduceOp::max);
   world.all_reduce_(wide_low, nnx::ReduceOp::min);
-  CHECK(std::isnan(wide_high[n * 16384 + 2].item<float>()));
-  CHECK(std::isnan(wide_low[n * 16384 + 2].item<float>()));
-  CHECK(torch::equal(wide_high.narrow(0, 0, n * 16384), torch::full({n * 16384}, n - 1.f)));
-  CHECK(torch::equal(wide_low.narrow(0, 0, n * 16384), torch::zeros({n * 16384})));
+  CHECK(std::isnan(wide_high[n * kWide + 2].item<float>()));
+  CHECK(std::isnan(wide_low[n * kWide + 2].item<float>()));
+  CHECK(torch::equal(wide_high.narrow(0, 0, n * kWide), torch::full({n * kWide}, n - 1.f)));
+  CHECK(torch::equal(wide_low.narrow(0, 0, n * kWide), torch::zeros({n * kWide})));
 }
 
 TEST_CASE("small and large collectives interleaved stay in step", "[ranks2][ranks4]") {

@@ -1,5 +1,7 @@
 // Collective throughput of nnx's Communicator against raw MPI calls on the same bytes, for
 // sizes 4 KiB to 64 MiB. Run under mpirun -np 2 or 4. Prints one JSON line per (op, size).
+// Arguments, both optional: the largest size in bytes, and a comma-separated list of the ops to
+// time (all four by default).
 //
 // Allocation policy, stated per column:
 //   mpi       MPI into buffers allocated once, before timing; run twice, each run into buffers
@@ -20,11 +22,13 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <string>
 
 int main(int argc, char** argv) {
   auto world = nnx::Communicator::world();
   const int n = world.size();
   const int64_t max_bytes = argc > 1 ? std::stoll(argv[1]) : (64LL << 20);
+  const std::string only = argc > 2 ? "," + std::string(argv[2]) + "," : "";
   for (int64_t bytes = 4 << 10; bytes <= max_bytes; bytes *= 4) {
     const int64_t count = bytes / 4;  // float32 elements, a multiple of n for n in 1, 2, 4
     const int calls = std::clamp<int>(static_cast<int>((1 << 20) / bytes), 1, 100);
@@ -73,6 +77,8 @@ int main(int argc, char** argv) {
          [&] { world.all_to_all_into(nnx_out.y, x); }, [&] { (void)world.all_to_all(x, 0, 0); }},
     };
     for (auto& op : ops) {
+      if (!only.empty() && only.find("," + std::string(op.name) + ",") == std::string::npos)
+        continue;
       // MPI, then MPI again into its own outputs (the spread of like against like), then nnx.
       std::function<void()> mpi = [&] { op.mpi(mpi_out); }, again = [&] { op.mpi(again_out); };
       std::vector<std::function<void()>*> systems{&mpi, &again, &op.into};
