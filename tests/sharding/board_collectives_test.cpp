@@ -229,6 +229,23 @@ TEST_CASE("members disagreeing across the board's size limit get an error on eve
   CHECK(torch::equal(y, torch::full({4}, static_cast<float>(world.size()))));
 }
 
+TEST_CASE("members disagreeing on a direct collective's shape get an error on every rank",
+          "[ranks2][ranks4]") {
+  nnx_test::CheckingMode checking(false);
+  auto world = nnx::Communicator::world();
+  const int n = world.size(), me = world.rank();
+  // All but the last member agree on an all_to_all that is read directly; the last calls it on
+  // another shape, also read directly. Nothing is read, and every member throws.
+  auto x = torch::full({(me == n - 1 ? 60000 : 50000) * n}, static_cast<float>(me));
+  CHECK_THROWS_WITH(world.all_to_all(x, 0, 0), Contains("members disagree on the collective"));
+  auto y = torch::full({50000 * n}, static_cast<float>(me));  // still in step
+  CHECK(torch::equal(world.all_to_all(y, 0, 0),
+                     torch::arange(n).to(torch::kFloat).repeat_interleave(50000)));
+  auto z = torch::ones({4});
+  world.all_reduce_(z);
+  CHECK(torch::equal(z, torch::full({4}, static_cast<float>(n))));
+}
+
 TEST_CASE("the board takes empty, half, strided and overlapping inputs, other dims and groups",
           "[ranks2][ranks4]") {
   nnx_test::CheckingMode checking(false);
