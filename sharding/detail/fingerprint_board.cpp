@@ -115,6 +115,8 @@ const uint64_t& probe_word() {
   return word;
 }
 
+std::atomic<bool> refuse_next_probe{false};
+
 // Whether this member can read every other member's probe word.
 bool can_read_members(const std::vector<uint64_t>& seats, int rank, int size) {
   for (int m = 0; m < size; ++m) {
@@ -142,6 +144,8 @@ bool size_segment(int fd, int size, size_t& capacity) {
 }  // namespace
 
 int64_t fingerprint_boards_open() { return boards_open.load(); }
+
+void refuse_next_board_probe() { refuse_next_probe = true; }
 
 FingerprintBoard::FingerprintBoard(void* memory, size_t bytes, size_t capacity,
                                    size_t direct_limit, std::vector<pid_t> pids, int rank,
@@ -241,7 +245,9 @@ std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank
   if (fd >= 0) close(fd);
   // Whether all mapped the segment, and whether all can read each other's memory (every probe
   // word is read before any member leaves this all-reduce).
-  const bool readable = announced.direct_limit > 0 && can_read_members(seats, rank, size);
+  const bool refused = refuse_next_probe.exchange(false);
+  const bool readable =
+      !refused && announced.direct_limit > 0 && can_read_members(seats, rank, size);
   std::array<int, 2> done{memory != MAP_FAILED ? 1 : 0, readable ? 1 : 0}, all_done{};
   watched([&](MPI_Request* r) {
     MPI_Iallreduce(done.data(), all_done.data(), 2, MPI_INT, MPI_MIN, comm, r);

@@ -21,6 +21,9 @@ namespace nnx::detail {
 
 // How many boards this process has open (for tests).
 int64_t fingerprint_boards_open();
+// Makes the next board this process opens find the others' memory unreadable, as a kernel that
+// refuses process_vm_readv would (for tests).
+void refuse_next_board_probe();
 
 class FingerprintBoard {
  public:

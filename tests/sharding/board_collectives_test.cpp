@@ -229,6 +229,35 @@ TEST_CASE("members disagreeing across the board's size limit get an error on eve
   CHECK(torch::equal(y, torch::full({4}, static_cast<float>(world.size()))));
 }
 
+TEST_CASE("where one member cannot read the others' memory, large calls take MPI on every member",
+          "[ranks2][ranks4]") {
+  nnx_test::CheckingMode checking(false);
+  auto world = nnx::Communicator::world();
+  const int n = world.size(), me = world.rank();
+  if (!board_expected()) return;
+  // The last member's probe of the others fails when the new communicator opens its board.
+  if (me == n - 1) nnx::detail::refuse_next_board_probe();
+  auto refused = world.duplicate("refused");
+  const int64_t direct_before = nnx::detail::direct_collectives_run();
+  const int64_t board_before = nnx::detail::board_collectives_run();
+  auto x = torch::full({50000}, static_cast<float>(me));  // 200 KB: direct where readable
+  CHECK(torch::equal(refused.all_gather(x, 0),
+                     torch::arange(n).to(torch::kFloat).repeat_interleave(50000)));
+  auto summed = x.clone();
+  refused.all_reduce_(summed);
+  CHECK(torch::equal(summed, torch::full({50000}, static_cast<float>(n * (n - 1) / 2))));
+  auto small = torch::full({4}, static_cast<float>(me));
+  refused.all_reduce_(small);  // the board still carries small calls
+  CHECK(torch::equal(small, torch::full({4}, static_cast<float>(n * (n - 1) / 2))));
+  CHECK(nnx::detail::direct_collectives_run() == direct_before);
+  CHECK(nnx::detail::board_collectives_run() - board_before == 1);
+  // A communicator opened after it reads directly again.
+  auto readable = world.duplicate("readable");
+  CHECK(torch::equal(readable.all_gather(x, 0), refused.all_gather(x, 0)));
+  CHECK(nnx::detail::direct_collectives_run() - direct_before ==
+        (direct_expected(world) ? 1 : 0));
+}
+
 TEST_CASE("members disagreeing on a direct collective's shape get an error on every rank",
           "[ranks2][ranks4]") {
   nnx_test::CheckingMode checking(false);
