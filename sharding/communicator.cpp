@@ -284,8 +284,9 @@ std::optional<OnBoard> agree(detail::CommImpl& c, const char* op, const at::Tens
     const size_t room = c.board ? c.board->capacity() / (input.moves_only ? 4 : 1) : 0;
     const auto bytes = static_cast<size_t>(input.bytes);
     const bool on_board = c.board && input.bytes >= 0 && bytes <= room;
-    const bool direct = c.board && input.direct_meetings > 0 && input.bytes > 0 && !on_board &&
-                        bytes <= c.board->direct_limit();
+    // A board without room for data (NNX_BOARD_COLLECTIVE_BYTES=0) leaves all data to MPI.
+    const bool direct = c.board && c.board->capacity() > 0 && input.direct_meetings > 0 &&
+                        input.bytes > 0 && !on_board && bytes <= c.board->direct_limit();
     if (on_board && input.data != nullptr && input.bytes > 0)
       std::memcpy(c.board->own_region(sequence), input.data, bytes);
     if (fingerprints_match(c, sequence, op, t, extra, direct ? input.data : nullptr)) {
@@ -339,6 +340,7 @@ std::optional<OnBoard> agree(detail::CommImpl& c, const char* op, const at::Tens
 
 // A contiguous input for agree(): CPU inputs may move on the board, not a device engine's, or be
 // read directly by members that then meet `direct_meetings` more times.
+constexpr int kAllReduceMeetings = 2;  // members read each other's sums, then finish
 BoardInput board_input(const detail::DeviceEngine* engine, const at::Tensor& input,
                        bool moves_only, bool shared = true, int direct_meetings = 1) {
   if (engine) return {};
@@ -437,7 +439,7 @@ void Communicator::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
                           ? tensor.to(at::kFloat).contiguous()
                           : tensor.contiguous();
   const auto on_board = agree(*impl_, "all_reduce", tensor, static_cast<int64_t>(op),
-                              board_input(engine, buffer, false, true, 2));
+                              board_input(engine, buffer, false, true, kAllReduceMeetings));
   if (on_board && on_board->direct) {
     detail::direct_all_reduce(direct_call(*impl_, on_board->sequence, "all_reduce"),
                               buffer.data_ptr(), buffer.numel(), buffer.scalar_type(), op);

@@ -19,7 +19,8 @@ namespace {
 std::atomic<int64_t> direct_runs{0};
 std::atomic<int> reads_before_failure{-1};  // -1: none fails
 
-// What members post at sequence + 1: all done, or some read failed.
+// What members post after their reads (at sequence + 1, and + 2 in an all-reduce): all done, or
+// some read failed.
 constexpr uint64_t kDone = 0x446f6e65ull << 32;
 constexpr uint64_t kFailed = 0x4661696cull << 32;
 
@@ -40,15 +41,12 @@ void read_member(const DirectCall& call, int member, const void* remote, void* l
   if (!call.board.read(member, remote, local, bytes)) refused = Refusal{member, errno};
 }
 
-// Posts that this member is done with the step that ends at `sequence + step`, waits for all,
-// and says whether every member's reads succeeded.
-bool all_succeeded(const DirectCall& call, uint64_t step, const std::optional<Refusal>& refused) {
+// Posts that this member is done with the reads that end at `sequence + step`, waits for all,
+// and throws on every member if any member's read failed.
+void finish(const DirectCall& call, const std::optional<Refusal>& refused, uint64_t step = 1) {
   const bool same = call.board.agree(call.sequence + step, refused ? kFailed : kDone, call.comm,
                                      call.op, call.comm_name);
-  return same && !refused;  // all posting kFailed agree too
-}
-
-[[noreturn]] void throw_failed(const DirectCall& call, const std::optional<Refusal>& refused) {
+  if (same && !refused) return;  // members that all failed agree too
   const std::string what =
       refused ? fmt::format("this rank could not read member {}'s input ({})", refused->member,
                             std::strerror(refused->error))
@@ -59,20 +57,13 @@ bool all_succeeded(const DirectCall& call, uint64_t step, const std::optional<Re
                                    call.comm_name, what));
 }
 
-// Posts that this member is done reading, waits for all, and throws on every member if any
-// member's read failed.
-void finish(const DirectCall& call, const std::optional<Refusal>& refused) {
-  ++direct_runs;
-  if (!all_succeeded(call, 1, refused)) throw_failed(call, refused);
-}
-
 // Reductions read the members' inputs in blocks of this many bytes, so that each block is added
 // while it is still in cache.
 constexpr size_t kBlockBytes = 128 << 10;
 
 // out = the member-order combination of the `numel` elements at byte `offset` in every member's
 // input (`own` is this member's). `out` may be this member's own chunk (an all-reduce's sum
-// replaces it): blocks are then summed aside before they are written.
+// replaces it): member 0 then sums in place, the others sum each block aside and copy it over.
 void reduce_in_blocks(const DirectCall& call, const char* own, size_t offset, char* out,
                       int64_t numel, at::ScalarType dtype, ReduceOp op,
                       std::optional<Refusal>& refused) {
@@ -81,12 +72,12 @@ void reduce_in_blocks(const DirectCall& call, const char* own, size_t offset, ch
   char* held = scratch.data() + kBlockBytes;
   const size_t element = c10::elementSize(dtype);
   const auto block = static_cast<int64_t>(std::max<size_t>(1, kBlockBytes / element));
-  const bool in_place = out == own + offset && call.me != 0;
+  const bool sum_aside = out == own + offset && call.me != 0;
   for (int64_t first = 0; first < numel && !refused; first += block) {
     const int64_t n = std::min(block, numel - first);
     const size_t at = offset + static_cast<size_t>(first) * element;
     const size_t bytes = static_cast<size_t>(n) * element;
-    char* sum = in_place ? held : out + (at - offset);
+    char* sum = sum_aside ? held : out + (at - offset);
     for (int m = 0; m < call.members && !refused; ++m) {
       const char* from = own + at;
       if (m != call.me) {
@@ -102,7 +93,7 @@ void reduce_in_blocks(const DirectCall& call, const char* own, size_t offset, ch
         combine(sum, from, n, dtype, op, call.op);
       }
     }
-    if (in_place && !refused) std::memcpy(out + (at - offset), sum, bytes);
+    if (sum_aside && !refused) std::memcpy(out + (at - offset), sum, bytes);
   }
 }
 
@@ -119,6 +110,7 @@ int64_t direct_collectives_run() { return direct_runs.load(); }
 void fail_direct_read(int after) { reads_before_failure = after; }
 
 void direct_all_gather(const DirectCall& call, const void* mine, void* out, size_t bytes) {
+  ++direct_runs;
   std::optional<Refusal> refused;
   auto* to = static_cast<char*>(out);
   each_other_member(call, [&](int m) {
@@ -129,6 +121,7 @@ void direct_all_gather(const DirectCall& call, const void* mine, void* out, size
 }
 
 void direct_all_to_all(const DirectCall& call, const void* mine, void* out, size_t chunk_bytes) {
+  ++direct_runs;
   std::optional<Refusal> refused;
   auto* to = static_cast<char*>(out);
   const size_t my_chunk = static_cast<size_t>(call.me) * chunk_bytes;
@@ -143,19 +136,17 @@ void direct_all_to_all(const DirectCall& call, const void* mine, void* out, size
 
 void direct_reduce_scatter(const DirectCall& call, const void* mine, void* out, int64_t numel,
                            at::ScalarType dtype) {
-  std::optional<Refusal> refused;
-  if (combinable(dtype)) {
-    const size_t my_chunk = static_cast<size_t>(call.me * numel) * c10::elementSize(dtype);
-    reduce_in_blocks(call, static_cast<const char*>(mine), my_chunk, static_cast<char*>(out),
-                     numel, dtype, ReduceOp::sum, refused);
-  }
-  finish(call, refused);  // every member reaches it, so that none leaves while others read
   check_combinable(dtype, call.op);
+  ++direct_runs;
+  std::optional<Refusal> refused;
+  const size_t my_chunk = static_cast<size_t>(call.me * numel) * c10::elementSize(dtype);
+  reduce_in_blocks(call, static_cast<const char*>(mine), my_chunk, static_cast<char*>(out), numel,
+                   dtype, ReduceOp::sum, refused);
+  finish(call, refused);
 }
 
 void direct_all_reduce(const DirectCall& call, void* buffer, int64_t numel, at::ScalarType dtype,
                        ReduceOp op) {
-  // The dtype is the same on every member (agreed), so all leave here before anyone reads.
   check_combinable(dtype, call.op);
   ++direct_runs;
   auto* data = static_cast<char*>(buffer);
@@ -165,17 +156,18 @@ void direct_all_reduce(const DirectCall& call, void* buffer, int64_t numel, at::
   std::optional<Refusal> refused;
   reduce_in_blocks(call, data, offset_of(call.me), data + offset_of(call.me),
                    first_of(call.me + 1) - first_of(call.me), dtype, op, refused);
-  if (!all_succeeded(call, 1, refused)) throw_failed(call, refused);
+  finish(call, refused, 1);
   // Every member's chunk now holds its sum; each reads the others' sums into place.
   each_other_member(call, [&](int m) {
     const auto* theirs = static_cast<const char*>(call.board.address(m, call.sequence));
     read_member(call, m, theirs + offset_of(m), data + offset_of(m),
                 offset_of(m + 1) - offset_of(m), refused);
   });
-  if (!all_succeeded(call, 2, refused)) throw_failed(call, refused);
+  finish(call, refused, 2);
 }
 
 void direct_broadcast(const DirectCall& call, int root, void* out, size_t bytes) {
+  ++direct_runs;
   std::optional<Refusal> refused;
   if (call.me != root)
     read_member(call, root, call.board.address(root, call.sequence), out, bytes, refused);

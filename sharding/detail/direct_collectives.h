@@ -36,7 +36,8 @@ void direct_all_gather(const DirectCall& call, const void* mine, void* out, size
 // Chunk m of out = chunk `me` of member m's input (`chunk_bytes` each).
 void direct_all_to_all(const DirectCall& call, const void* mine, void* out, size_t chunk_bytes);
 // out = the sum over members, in member order, of chunk `me` of their inputs (`numel` elements of
-// `dtype` per chunk; a dtype combine.h has no loop for is an error on every member).
+// `dtype` per chunk). A dtype combine.h has no loop for is an error on every member before any
+// read (the dtype is agreed, so all leave together); so in direct_all_reduce.
 void direct_reduce_scatter(const DirectCall& call, const void* mine, void* out, int64_t numel,
                            at::ScalarType dtype);
 // Every member's `buffer` becomes the member-order combination by `op` of all members' buffers

@@ -1,9 +1,10 @@
 // The board's segment: a header line holding a nonce and the wake-up words, then per member
 // kSlots cache lines; the slot of (member, sequence) holds one word, the fingerprint's upper 40
 // bits over a 24-bit sequence field that is never 0 (a zero word: nothing posted yet), then the
-// address posted with it. A member is at most one collective ahead of another (it cannot pass its
-// next check until the other posts), so four slots never wrap onto a word still being read. After
-// the slots, per member two data regions of `capacity` bytes each.
+// address posted with it. A member is at most one sequence number ahead of another (it cannot pass
+// its next check until the other posts), so four slots never wrap onto a word still being read,
+// even by a direct all-reduce, which reads addresses posted two sequence numbers back. After the
+// slots, per member two data regions of `capacity` bytes each.
 #include <nnx/sharding/detail/fingerprint_board.h>
 
 #include <nnx/sharding/detail/collective_wait.h>
@@ -96,10 +97,9 @@ size_t wanted_capacity() {
   return bytes <= 0 ? 0 : (static_cast<size_t>(bytes) + kLine - 1) / kLine * kLine;
 }
 
-// Bytes of input per member up to which collectives that only move data read the members'
-// inputs directly: NNX_DIRECT_COLLECTIVE_BYTES (0: never), else 16 MiB (above that, MPI's own
-// algorithms did as well or better in tools/bench/collectives.cpp). Member 0's value holds for
-// all.
+// Bytes of input per member up to which collectives read the members' inputs directly:
+// NNX_DIRECT_COLLECTIVE_BYTES (0: never), else 16 MiB (above that, MPI's own all-gather did as
+// well or better in tools/bench/collectives.cpp). Member 0's value holds for all.
 size_t wanted_direct_limit() {
   const char* env = std::getenv("NNX_DIRECT_COLLECTIVE_BYTES");
   if (env == nullptr || *env == '\0') return size_t{16} << 20;

@@ -1,30 +1,33 @@
 #include <nnx/sharding/detail/mpi_reduce_op.h>
 
+#include <nnx/core/error.h>
 #include <nnx/sharding/detail/combine.h>
 
 namespace nnx::detail {
 
 namespace {
 
-// inout[i] = inout[i] op in[i] for MPI_FLOAT or MPI_DOUBLE, keeping NaNs.
+// inout[i] = inout[i] op in[i], keeping NaNs; only ever given MPI_FLOAT or MPI_DOUBLE
+// (mpi_reduce_op).
 template <ReduceOp Op>
 void keep_nan(void* in, void* inout, int* length, MPI_Datatype* type) {
   const at::ScalarType dtype = *type == MPI_DOUBLE ? at::kDouble : at::kFloat;
   combine(inout, in, *length, dtype, Op, "all_reduce");
 }
 
-// Made on first use, after MPI_Init; commutative, as max and min are.
+// Made on first use, after MPI_Init. Declared commutative, as MPI_MAX is: members may then
+// combine in different orders, which can only change which of +0 and -0, or which NaN, wins.
+template <ReduceOp Op>
+MPI_Op made_op() {
+  MPI_Op made = MPI_OP_NULL;
+  const int status = MPI_Op_create(&keep_nan<Op>, 1, &made);
+  NNX_CHECK(status == MPI_SUCCESS, "all_reduce: MPI_Op_create failed (MPI error {})", status);
+  return made;
+}
+
 MPI_Op nan_keeping(ReduceOp op) {
-  static const MPI_Op max = [] {
-    MPI_Op made = MPI_OP_NULL;
-    MPI_Op_create(&keep_nan<ReduceOp::max>, 1, &made);
-    return made;
-  }();
-  static const MPI_Op min = [] {
-    MPI_Op made = MPI_OP_NULL;
-    MPI_Op_create(&keep_nan<ReduceOp::min>, 1, &made);
-    return made;
-  }();
+  static const MPI_Op max = made_op<ReduceOp::max>();
+  static const MPI_Op min = made_op<ReduceOp::min>();
   return op == ReduceOp::max ? max : min;
 }
 

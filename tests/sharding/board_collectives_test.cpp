@@ -1,6 +1,7 @@
-// Small collectives move their data on the shared-memory board (board_collectives.h), larger ones
-// by reading the members' inputs directly (direct_collectives.h), the largest through MPI: all against values computed locally, on 2 and 4 ranks, without the full check
-// (which always takes the MPI path).
+// Small collectives move their data on the shared-memory board (board_collectives.h), larger
+// ones by reading the members' inputs directly (direct_collectives.h), the largest through MPI:
+// all against values computed locally, on 2 and 4 ranks, without the full check (which always
+// takes the MPI path).
 #include <catch2/catch.hpp>
 
 #include "sharding_test_util.h"
@@ -258,6 +259,34 @@ TEST_CASE("where one member cannot read the others' memory, large calls take MPI
         (direct_expected(world) ? 1 : 0));
 }
 
+TEST_CASE("a board without room for data leaves every call's data to MPI", "[ranks2][ranks4]") {
+  nnx_test::CheckingMode checking(false);
+  auto world = nnx::Communicator::world();
+  const int n = world.size(), me = world.rank();
+  if (!board_expected()) return;
+  const char* before = std::getenv("NNX_BOARD_COLLECTIVE_BYTES");
+  const std::string kept = before != nullptr ? before : "";
+  setenv("NNX_BOARD_COLLECTIVE_BYTES", "0", 1);
+  auto roomless = world.duplicate("roomless");
+  const int64_t direct_before = nnx::detail::direct_collectives_run();
+  const int64_t board_before = nnx::detail::board_collectives_run();
+  auto small = torch::full({4}, static_cast<float>(me));
+  roomless.all_reduce_(small);  // opens the board, reading the setting
+  if (before != nullptr)
+    setenv("NNX_BOARD_COLLECTIVE_BYTES", kept.c_str(), 1);
+  else
+    unsetenv("NNX_BOARD_COLLECTIVE_BYTES");
+  CHECK(torch::equal(small, torch::full({4}, static_cast<float>(n * (n - 1) / 2))));
+  auto large = torch::full({50000}, static_cast<float>(me));
+  auto summed = large.clone();
+  roomless.all_reduce_(summed);
+  CHECK(torch::equal(summed, torch::full({50000}, static_cast<float>(n * (n - 1) / 2))));
+  CHECK(torch::equal(roomless.all_gather(large, 0),
+                     torch::arange(n).to(torch::kFloat).repeat_interleave(50000)));
+  CHECK(nnx::detail::direct_collectives_run() == direct_before);
+  CHECK(nnx::detail::board_collectives_run() == board_before);
+}
+
 TEST_CASE("members disagreeing on a direct collective's shape get an error on every rank",
           "[ranks2][ranks4]") {
   nnx_test::CheckingMode checking(false);
@@ -362,10 +391,18 @@ TEST_CASE("a direct read that fails is an error on every member, and the group s
                       Contains("reading the members' inputs directly over 'world' failed") &&
                           Contains(me == n / 2 ? "this rank could not read member"
                                                : "another member could not read"));
+    // A failure among the sums comes after every member summed its own chunk.
+    const int64_t lo = 20000 * me / n, hi = 20000 * (me + 1) / n;
+    if (after == n - 1)
+      CHECK(torch::equal(r.narrow(0, lo, hi - lo),
+                         torch::full({hi - lo}, static_cast<float>(n * (n - 1) / 2))));
   }
   nnx::detail::fail_direct_read();
   auto every = s.clone();
   CHECK_THROWS_WITH(world.all_reduce_(every), Contains("this rank could not read member"));
+  // A dtype without a reduction is an error on every member before anything is read.
+  auto flags = torch::ones({200000}, torch::kBool);
+  CHECK_THROWS_WITH(world.all_reduce_(flags), Contains("no reduction for dtype Bool"));
   // The next direct and board calls find every member in step.
   auto summed = s.clone();
   world.all_reduce_(summed);
