@@ -44,6 +44,7 @@ void read_member(const DirectCall& call, int member, const void* remote, void* l
 // Posts that this member is done with the reads that end at `sequence + step`, waits for all,
 // and throws on every member if any member's read failed.
 void finish(const DirectCall& call, const std::optional<Refusal>& refused, uint64_t step = 1) {
+  if (step == 1) ++direct_runs;  // every direct collective finishes its first reads here
   const bool same = call.board.agree(call.sequence + step, refused ? kFailed : kDone, call.comm,
                                      call.op, call.comm_name);
   if (same && !refused) return;  // members that all failed agree too
@@ -78,7 +79,7 @@ void reduce_in_blocks(const DirectCall& call, const char* own, size_t offset, ch
     const size_t at = offset + static_cast<size_t>(first) * element;
     const size_t bytes = static_cast<size_t>(n) * element;
     char* sum = sum_aside ? held : out + (at - offset);
-    for (int m = 0; m < call.members && !refused; ++m) {
+    for (int m = 0; m < call.members; ++m) {
       const char* from = own + at;
       if (m != call.me) {
         char* into = m == 0 ? sum : incoming;
@@ -110,7 +111,6 @@ int64_t direct_collectives_run() { return direct_runs.load(); }
 void fail_direct_read(int after) { reads_before_failure = after; }
 
 void direct_all_gather(const DirectCall& call, const void* mine, void* out, size_t bytes) {
-  ++direct_runs;
   std::optional<Refusal> refused;
   auto* to = static_cast<char*>(out);
   each_other_member(call, [&](int m) {
@@ -121,7 +121,6 @@ void direct_all_gather(const DirectCall& call, const void* mine, void* out, size
 }
 
 void direct_all_to_all(const DirectCall& call, const void* mine, void* out, size_t chunk_bytes) {
-  ++direct_runs;
   std::optional<Refusal> refused;
   auto* to = static_cast<char*>(out);
   const size_t my_chunk = static_cast<size_t>(call.me) * chunk_bytes;
@@ -137,7 +136,6 @@ void direct_all_to_all(const DirectCall& call, const void* mine, void* out, size
 void direct_reduce_scatter(const DirectCall& call, const void* mine, void* out, int64_t numel,
                            at::ScalarType dtype) {
   check_combinable(dtype, call.op);
-  ++direct_runs;
   std::optional<Refusal> refused;
   const size_t my_chunk = static_cast<size_t>(call.me * numel) * c10::elementSize(dtype);
   reduce_in_blocks(call, static_cast<const char*>(mine), my_chunk, static_cast<char*>(out), numel,
@@ -148,7 +146,6 @@ void direct_reduce_scatter(const DirectCall& call, const void* mine, void* out, 
 void direct_all_reduce(const DirectCall& call, void* buffer, int64_t numel, at::ScalarType dtype,
                        ReduceOp op) {
   check_combinable(dtype, call.op);
-  ++direct_runs;
   auto* data = static_cast<char*>(buffer);
   const size_t element = c10::elementSize(dtype);
   auto first_of = [&](int chunk) { return numel * chunk / call.members; };
@@ -167,7 +164,6 @@ void direct_all_reduce(const DirectCall& call, void* buffer, int64_t numel, at::
 }
 
 void direct_broadcast(const DirectCall& call, int root, void* out, size_t bytes) {
-  ++direct_runs;
   std::optional<Refusal> refused;
   if (call.me != root)
     read_member(call, root, call.board.address(root, call.sequence), out, bytes, refused);
