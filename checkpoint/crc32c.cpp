@@ -1,6 +1,8 @@
 // CRC-32C: slicing-by-8 tables built at compile time, and an SSE4.2 path picked at run time.
 #include <nnx/checkpoint/crc32c.h>
 
+#include <nnx/checkpoint/detail/little_endian.h>
+
 #include <array>
 #include <cstring>
 
@@ -11,10 +13,12 @@
 namespace nnx::checkpoint {
 namespace {
 
+using detail::load_le64;
+
 constexpr uint32_t kPolynomial = 0x82F63B78;  // Castagnoli, bit-reflected
 
 // kTables[k][b]: the CRC of byte b followed by k zero bytes (slicing-by-8).
-constexpr std::array<std::array<uint32_t, 256>, 8> make_tables() {
+constexpr std::array<std::array<uint32_t, 256>, 8> make_crc_tables() {
   std::array<std::array<uint32_t, 256>, 8> t{};
   for (uint32_t b = 0; b < 256; ++b) {
     uint32_t c = b;
@@ -25,13 +29,7 @@ constexpr std::array<std::array<uint32_t, 256>, 8> make_tables() {
     for (uint32_t b = 0; b < 256; ++b) t[k][b] = (t[k - 1][b] >> 8) ^ t[0][t[k - 1][b] & 0xFF];
   return t;
 }
-constexpr auto kTables = make_tables();
-
-uint64_t load_le64(const unsigned char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
+constexpr auto kTables = make_crc_tables();
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const unsigned char* p, size_t n,

@@ -1,5 +1,6 @@
 // The safetensors dtype table and checked shape arithmetic.
 #include <nnx/checkpoint/dtype.h>
+#include <nnx/checkpoint/detail/parse_util.h>
 #include <nnx/core/error.h>
 
 #include <array>
@@ -8,16 +9,14 @@
 namespace nnx::checkpoint {
 namespace {
 
+using detail::shape_text;
+
 // clang-format off
 constexpr std::array<std::pair<std::string_view, size_t>, 13> kDtypes = {{
     {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2},
     {"I8", 1}, {"U8", 1}, {"BOOL", 1}, {"U16", 2}, {"U32", 4}, {"U64", 8},
 }};
 // clang-format on
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  return fmt::format("({}{})", fmt::join(shape, ", "), shape.size() == 1 ? "," : "");
-}
 
 }  // namespace
 

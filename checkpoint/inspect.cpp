@@ -25,7 +25,7 @@ std::string spec_text(const VariableRecord& v) {
   return fmt::format("{} on Mesh({})", v.spec.dump(), fmt::join(axes, ", "));
 }
 
-uint64_t bytes_of(const VariableRecord& v) {
+uint64_t record_bytes(const VariableRecord& v) {
   return checked_nbytes(v.shape, v.dtype, v.path);
 }
 
@@ -41,7 +41,7 @@ std::string describe(const std::string& dir) {
   for (const auto& v : m.variables) width = std::max(width, v.path.size());
   for (const auto& v : m.variables)
     out += fmt::format("{:<{}}  {:<10} {:<5} [{}]  {}  {} bytes, {} chunk(s)\n", v.path, width,
-                       v.kind, v.dtype, fmt::join(v.shape, ", "), spec_text(v), bytes_of(v),
+                       v.kind, v.dtype, fmt::join(v.shape, ", "), spec_text(v), record_bytes(v),
                        v.chunks.size());
   if (!m.per_rank.is_null()) out += fmt::format("per-rank state for {} ranks\n", m.world_size);
   return out;

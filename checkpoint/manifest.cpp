@@ -34,11 +34,8 @@ namespace {
 
 using detail::Json;
 using detail::Where;
+using detail::shape_text;
 using OJson = nlohmann::ordered_json;
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  return fmt::format("({}{})", fmt::join(shape, ", "), shape.size() == 1 ? "," : "");
-}
 
 MeshRecord parse_mesh(const Json& j, const Where& where) {
   detail::check_keys(j, {"axis_names", "axis_sizes"}, where);

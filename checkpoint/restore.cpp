@@ -11,7 +11,7 @@
 #include <nnx/framework/state_sharding.h>
 #include <nnx/sharding/world.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <map>
 #include <string_view>
@@ -59,7 +59,7 @@ class ShardFiles {
 };
 
 // The overlap of two boxes; empty when any extent is zero.
-Box intersect(const Box& a, const Box& b) {
+Box box_intersection(const Box& a, const Box& b) {
   Box out{a.start, a.size};
   for (size_t d = 0; d < a.start.size(); ++d) {
     int64_t lo = std::max(a.start[d], b.start[d]);
@@ -137,7 +137,7 @@ uint32_t read_verified_part(const InputFile& file, const ChunkRecord& chunk, con
                  static_cast<uint64_t>(count * row_bytes));
     crc = crc32c(buffer.data_ptr(), static_cast<size_t>(count * row_bytes), crc);
     io_counts().bytes_read += count * row_bytes;
-    const Box keep = intersect(slab, region);
+    const Box keep = box_intersection(slab, region);
     if (keep.numel() == 0) continue;
     Box in_slab{keep.start, keep.size}, in_dst{keep.start, keep.size};
     for (size_t d = 0; d < keep.start.size(); ++d) {
@@ -184,7 +184,7 @@ Array restore_one(const std::string& dir, const std::string& path, const Variabl
   int64_t covered = 0;
   for (const auto& chunk : record.chunks) {
     const Box chunk_box{chunk.start, chunk.shape};
-    const Box region = intersect(chunk_box, box);
+    const Box region = box_intersection(chunk_box, box);
     if (region.numel() == 0) continue;
     const InputFile& file = files.open(chunk, record);
     const bool whole = region == chunk_box || options.verify_all_checksums;

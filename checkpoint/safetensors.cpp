@@ -1,6 +1,7 @@
 // Safetensors header parsing with every size checked against the file, and the writer.
 #include <nnx/checkpoint/crc32c.h>
 #include <nnx/checkpoint/dtype.h>
+#include <nnx/checkpoint/detail/little_endian.h>
 #include <nnx/checkpoint/detail/parse_util.h>
 #include <nnx/checkpoint/detail/write_pace.h>
 #include <nnx/checkpoint/safetensors.h>
@@ -17,12 +18,8 @@ namespace {
 
 using detail::Json;
 using detail::Where;
-
-uint64_t load_le64(const unsigned char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
+using detail::load_le64;
+using detail::store_le64;
 
 // Checks header length n against the limit and a file of file_size bytes; returns the size of
 // the data section.
@@ -57,10 +54,6 @@ TensorEntry parse_entry(const std::string& name, const Json& value, uint64_t dat
               "data_offsets [{}, {}] span {} bytes but shape ({}) of {} needs {} bytes", t.begin,
               t.end, t.end - t.begin, fmt::join(t.shape, ", "), t.dtype, nbytes);
   return t;
-}
-
-void store_le64(uint64_t v, unsigned char* p) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
 }
 
 }  // namespace

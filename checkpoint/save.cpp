@@ -7,7 +7,7 @@
 #include <nnx/sharding/gradient.h>
 #include <nnx/sharding/world.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cstdint>

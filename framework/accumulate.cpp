@@ -3,7 +3,8 @@
 #include <nnx/core/error.h>
 #include <nnx/sharding/ops.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 namespace nnx::detail {
 

@@ -35,7 +35,7 @@ Filter Not(Filter filter) {
 }
 
 namespace {
-std::string describe(const char* name, const std::vector<Filter>& filters) {
+std::string describe_combination(const char* name, const std::vector<Filter>& filters) {
   std::vector<std::string> parts;
   for (const auto& f : filters) parts.push_back(f.description());
   return fmt::format("{}({})", name, fmt::join(parts, ", "));
@@ -43,7 +43,7 @@ std::string describe(const char* name, const std::vector<Filter>& filters) {
 }  // namespace
 
 Filter any_of(std::vector<Filter> filters) {
-  auto description = describe("Any", filters);
+  auto description = describe_combination("Any", filters);
   return Filter(
       [fs = std::move(filters)](const std::string& p, const Variable& v) {
         for (const auto& f : fs)
@@ -54,7 +54,7 @@ Filter any_of(std::vector<Filter> filters) {
 }
 
 Filter all_of(std::vector<Filter> filters) {
-  auto description = describe("All", filters);
+  auto description = describe_combination("All", filters);
   return Filter(
       [fs = std::move(filters)](const std::string& p, const Variable& v) {
         for (const auto& f : fs)

@@ -10,7 +10,7 @@
 #include <nnx/sharding/spec_check.h>
 #include <nnx/sharding/world.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <map>

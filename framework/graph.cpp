@@ -3,7 +3,8 @@
 #include <nnx/framework/graph.h>
 #include <nnx/sharding/redistribute.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <optional>
 #include <unordered_map>

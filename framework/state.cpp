@@ -2,7 +2,7 @@
 #include <nnx/core/error.h>
 #include <nnx/framework/state.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 
@@ -65,7 +65,7 @@ int64_t State::nbytes() const {
 }
 
 namespace {
-std::string shape_text(const Variable& v) {
+std::string variable_shape_text(const Variable& v) {
   return fmt::format("{}[{}]", dtype_name(v.dtype()), fmt::join(v.shape(), ","));
 }
 }  // namespace
@@ -75,13 +75,13 @@ std::string State::to_string() const {
   for (const auto& [p, v] : entries_) {
     path_width = std::max(path_width, p.size());
     kind_width = std::max(kind_width, v.type().name.size());
-    shape_width = std::max(shape_width, shape_text(v).size());
+    shape_width = std::max(shape_width, variable_shape_text(v).size());
   }
   std::string out = fmt::format("{:<{}}  {:<{}}  {:<{}}  metadata\n", "path", path_width, "kind",
                                 kind_width, "value", shape_width);
   for (const auto& [p, v] : entries_) {
     auto line = fmt::format("{:<{}}  {:<{}}  {:<{}}  {}", p, path_width, v.type().name,
-                            kind_width, shape_text(v), shape_width, v.metadata().to_string());
+                            kind_width, variable_shape_text(v), shape_width, v.metadata().to_string());
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
   }

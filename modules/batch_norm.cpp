@@ -4,7 +4,7 @@
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/redistribute.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace nnx {
 

@@ -10,7 +10,8 @@
 #include <nnx/sharding/redistribute.h>
 #include <nnx/sharding/spec_check.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <set>

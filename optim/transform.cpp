@@ -5,7 +5,8 @@
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/redistribute.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cmath>
 
@@ -47,8 +48,8 @@ void check_aligned(const State& updates, const State& params, const char* who) {
 
 // A step counter: an OptState int64 scalar, so that checkpoints hold it with the moments.
 Variable step_counter() { return OptState(torch::zeros({}, torch::kLong)); }
-int64_t count_of(const TxState& s) { return s.count.tensor().item<int64_t>(); }
-void set_count(TxState& s, int64_t n) {
+int64_t state_count(const TxState& s) { return s.count.tensor().item<int64_t>(); }
+void set_state_count(TxState& s, int64_t n) {
   s.count.set_value(Array(torch::full({}, n, torch::kLong)));
 }
 
@@ -108,13 +109,13 @@ GradientTransformation scale_by_schedule(Schedule schedule) {
   return {[](const State&) { return TxState{step_counter(), {}, {}, {}}; },
           [schedule](State& u, TxState& state, const State&) {
             torch::NoGradGuard no_grad;
-            const int64_t count = count_of(state);
+            const int64_t count = state_count(state);
             double factor = schedule(count);
             for (size_t i = 0; i < u.size(); ++i) set_local(u, i, local(u, i) * factor);
-            set_count(state, count + 1);
+            set_state_count(state, count + 1);
           },
           [schedule](TxState& state, const FusedInputs&) {
-            return detail::scale_stage(schedule(count_of(state)), &state.count);
+            return detail::scale_stage(schedule(state_count(state)), &state.count);
           }};
 }
 
@@ -148,7 +149,7 @@ GradientTransformation scale_by_adam(double b1, double b2, double eps, double ep
           [=](State& u, TxState& state, const State& params) {
             torch::NoGradGuard no_grad;
             check_aligned(u, params, "scale_by_adam");
-            const int64_t step = count_of(state) + 1;
+            const int64_t step = state_count(state) + 1;
             for (size_t i = 0; i < u.size(); ++i) {
               const at::Tensor& g = local(u, i);
               const bool single = g.scalar_type() != at::kDouble;
@@ -162,7 +163,7 @@ GradientTransformation scale_by_adam(double b1, double b2, double eps, double ep
               set_local(state.slots[1], i, nu);
               set_local(u, i, (mu * r1) / ((nu * r2 + eps_root).sqrt() + eps));
             }
-            set_count(state, step);
+            set_state_count(state, step);
           },
           [=](TxState& state, const FusedInputs&) {
             return detail::adam_stage(state.slots[0], state.slots[1], state.count, b1, b2, eps,

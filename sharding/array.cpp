@@ -5,7 +5,7 @@
 #include <nnx/sharding/detail/hash_mix.h>
 #include <nnx/sharding/spec_check.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <functional>

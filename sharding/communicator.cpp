@@ -17,7 +17,7 @@
 
 #include <ATen/MemoryOverlap.h>
 #include <mpi.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <array>
 #include <atomic>
@@ -121,7 +121,7 @@ bool staged(const detail::CommImpl& c, const at::Tensor& t, const char* who) {
   return !t.device().is_cpu() && c.size > 1;
 }
 
-int count_of(int64_t n, const char* who) {
+int mpi_count(int64_t n, const char* who) {
   if (n > INT_MAX)
     detail::throw_error(who, fmt::format("{} elements exceed one MPI call's int count; split the "
                                          "tensor", n));
@@ -363,7 +363,7 @@ struct RegistryEntry {
   std::string name;
 };
 std::mutex registry_mutex;
-std::vector<RegistryEntry>& registry() {
+std::vector<RegistryEntry>& communicator_registry() {
   static std::vector<RegistryEntry> all;
   return all;
 }
@@ -377,14 +377,14 @@ Communicator::Communicator(std::shared_ptr<detail::CommImpl> impl, std::string n
     : impl_(std::move(impl)), name_(std::move(name)) {
   impl_->name = name_;
   std::lock_guard<std::mutex> lock(registry_mutex);
-  id_ = static_cast<int64_t>(registry().size());
-  registry().push_back({impl_, name_});
+  id_ = static_cast<int64_t>(communicator_registry().size());
+  communicator_registry().push_back({impl_, name_});
 }
 
 Communicator Communicator::by_id(int64_t id) {
   std::lock_guard<std::mutex> lock(registry_mutex);
-  NNX_CHECK(id >= 0 && id < static_cast<int64_t>(registry().size()), "no communicator #{}", id);
-  const RegistryEntry& entry = registry()[id];
+  NNX_CHECK(id >= 0 && id < static_cast<int64_t>(communicator_registry().size()), "no communicator #{}", id);
+  const RegistryEntry& entry = communicator_registry()[id];
   auto impl = entry.impl.lock();
   NNX_CHECK(impl, "communicator #{} ('{}') no longer exists: its owner (a mesh, or what duplicated "
             "or split it) was destroyed while something still needed it, such as a backward pass "
@@ -449,7 +449,7 @@ void Communicator::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
   } else if (engine) {
     engine->all_reduce(buffer, op);
   } else run(*impl_, name_, "all_reduce", [&](MPI_Request* r) {
-    const int count = count_of(buffer.numel(), "all_reduce");
+    const int count = mpi_count(buffer.numel(), "all_reduce");
     const MPI_Datatype type = mpi_type(buffer.scalar_type(), "all_reduce");
     const MPI_Op reduce = detail::mpi_reduce_op(op, buffer.scalar_type());
     return r ? MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, reduce, impl_->comm, r)
@@ -474,7 +474,7 @@ void gather_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const 
     return detail::board_all_gather(*c.board, on_board->sequence, c.size, out.data_ptr(), bytes);
   if (engine) return engine->all_gather(local, out);
   run(c, c.name, "all_gather", [&](MPI_Request* r) {
-    const int count = count_of(local.numel() * local.element_size(), "all_gather");
+    const int count = mpi_count(local.numel() * local.element_size(), "all_gather");
     return r ? MPI_Iallgather(local.data_ptr(), count, MPI_BYTE, out.data_ptr(), count, MPI_BYTE,
                               c.comm, r)
              : MPI_Allgather(local.data_ptr(), count, MPI_BYTE, out.data_ptr(), count, MPI_BYTE,
@@ -493,7 +493,7 @@ void scatter_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const
                                         out.data_ptr(), out.numel(), out.scalar_type());
   if (engine) return engine->reduce_scatter(stacked, out);
   run(c, c.name, "reduce_scatter", [&](MPI_Request* r) {
-    const int count = count_of(out.numel(), "reduce_scatter");
+    const int count = mpi_count(out.numel(), "reduce_scatter");
     const MPI_Datatype type = mpi_type(out.scalar_type(), "reduce_scatter");
     return r ? MPI_Ireduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
                                          c.comm, r)
@@ -513,7 +513,7 @@ void exchange_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, cons
                                     chunk_bytes);
   if (engine) return engine->all_to_all(send, out);
   run(c, c.name, "all_to_all", [&](MPI_Request* r) {
-    const int count = count_of(send.numel() / c.size * send.element_size(), "all_to_all");
+    const int count = mpi_count(send.numel() / c.size * send.element_size(), "all_to_all");
     return r ? MPI_Ialltoall(send.data_ptr(), count, MPI_BYTE, out.data_ptr(), count, MPI_BYTE,
                              c.comm, r)
              : MPI_Alltoall(send.data_ptr(), count, MPI_BYTE, out.data_ptr(), count, MPI_BYTE,
@@ -726,7 +726,7 @@ void Communicator::broadcast_(at::Tensor& tensor, int root) const {
   } else if (engine) {
     engine->broadcast(buffer, root);
   } else run(*impl_, name_, "broadcast", [&](MPI_Request* r) {
-    const int count = count_of(bytes, "broadcast");
+    const int count = mpi_count(bytes, "broadcast");
     return r ? MPI_Ibcast(buffer.data_ptr(), count, MPI_BYTE, root, impl_->comm, r)
              : MPI_Bcast(buffer.data_ptr(), count, MPI_BYTE, root, impl_->comm);
   });
@@ -758,7 +758,7 @@ at::Tensor Communicator::permute(const at::Tensor& tensor,
     return out;
   }
   int64_t bytes = local.numel() * static_cast<int64_t>(local.element_size());
-  int count = count_of(bytes, "permute");
+  int count = mpi_count(bytes, "permute");
   MPI_Request requests[2];
   int n = 0;
   if (source_of[me] >= 0)
@@ -842,7 +842,7 @@ PendingCollective Communicator::all_reduce_async_(const at::Tensor& buffer, Redu
     pending.impl_->device = engine->all_reduce_async(buffer, op);
     return pending;
   }
-  const int count = count_of(buffer.numel(), "all_reduce");
+  const int count = mpi_count(buffer.numel(), "all_reduce");
   const MPI_Datatype type = mpi_type(buffer.scalar_type(), "all_reduce");
   const MPI_Op reduce = detail::mpi_reduce_op(op, buffer.scalar_type());
   if (blocking_calls()) {  // see complete_at_start
@@ -891,7 +891,7 @@ PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
     pending.impl_->device = engine->reduce_scatter_async(stacked, out);
     return pending;
   }
-  const int count = count_of(out.numel(), "reduce_scatter");
+  const int count = mpi_count(out.numel(), "reduce_scatter");
   const MPI_Datatype type = mpi_type(out.scalar_type(), "reduce_scatter");
   if (blocking_calls()) {  // see complete_at_start
     run(*impl_, name_, "reduce_scatter_async", [&](MPI_Request*) {

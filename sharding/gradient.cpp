@@ -2,7 +2,7 @@
 #include <nnx/core/error.h>
 #include <nnx/sharding/gradient.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace nnx {
 

@@ -3,7 +3,7 @@
 #include <nnx/sharding/device.h>
 #include <nnx/sharding/mesh.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <functional>

@@ -11,7 +11,7 @@ namespace {
 const char* kNone = "none";
 const char* kPending = "none: the sum stays pending until an op needs it whole";
 
-std::vector<OpRule> make_tables() {
+std::vector<OpRule> make_op_rules() {
   const std::vector<RuleRow> split_alike = {
       {{"S(i)", "S(i)"}, "S(i)", kNone},
       {{"S(i)", "R"}, "S(i)", "none: b is whole along i (it broadcasts there)"},
@@ -67,7 +67,7 @@ std::string OpRule::to_string() const {
 }
 
 const std::vector<OpRule>& rule_tables() {
-  static const std::vector<OpRule> tables = make_tables();
+  static const std::vector<OpRule> tables = make_op_rules();
   return tables;
 }
 

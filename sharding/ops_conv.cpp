@@ -5,7 +5,7 @@
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/detail/ops_common.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace nnx {
 

@@ -6,7 +6,7 @@
 #include <nnx/sharding/detail/ops_common.h>
 #include <nnx/sharding/detail/plan_cache.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 

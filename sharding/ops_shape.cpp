@@ -6,7 +6,7 @@
 #include <nnx/sharding/detail/ops_common.h>
 #include <nnx/sharding/redistribute.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace nnx {
 

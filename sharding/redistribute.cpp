@@ -6,7 +6,7 @@
 #include <nnx/sharding/detail/call_stack.h>
 #include <nnx/sharding/spec_check.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <cstdlib>

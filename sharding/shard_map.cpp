@@ -4,7 +4,7 @@
 #include <nnx/sharding/shard_map.h>
 #include <nnx/sharding/spec_check.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 

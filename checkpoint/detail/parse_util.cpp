@@ -82,6 +82,10 @@ std::string shorten(std::string_view text) {
   return fmt::format("{}...", printable(text.substr(0, 80)));
 }
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+  return fmt::format("({}{})", fmt::join(shape, ", "), shape.size() == 1 ? "," : "");
+}
+
 std::string excerpt(const Json& value) {
   if (value.is_array()) return fmt::format("an array of {} entries", value.size());
   if (value.is_object()) return fmt::format("an object of {} keys", value.size());

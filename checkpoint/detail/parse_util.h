@@ -38,6 +38,9 @@ Json parse_json(std::string_view text, const Where& where);
 // A short rendering of a value for messages: scalars dumped (long strings cut), containers
 // as "an array of N entries" / "an object of N keys".
 std::string excerpt(const Json& value);
+
+// A shape as Python prints a tuple: "(2, 3)", "(4,)", "()".
+std::string shape_text(const std::vector<int64_t>& shape);
 std::string shorten(std::string_view text);  // cut to 80 bytes, made printable
 // Bytes outside printable ASCII as \xNN, so damaged input never reaches a terminal raw.
 std::string printable(std::string_view text);

@@ -19,7 +19,7 @@ bool contains(const Block& b, const std::vector<int64_t>& point) {
   return true;
 }
 
-bool intersect(const Block& a, const Block& b) {
+bool blocks_overlap(const Block& a, const Block& b) {
   for (size_t d = 0; d < a.start->size(); ++d) {
     int64_t lo = std::max((*a.start)[d], (*b.start)[d]);
     int64_t hi = std::min((*a.start)[d] + (*a.shape)[d], (*b.start)[d] + (*b.shape)[d]);
@@ -32,7 +32,7 @@ Overlap pairwise(const std::vector<Block>& blocks) {
   for (size_t i = 0; i < blocks.size(); ++i) {
     if (is_empty(blocks[i])) continue;
     for (size_t j = i + 1; j < blocks.size(); ++j)
-      if (!is_empty(blocks[j]) && intersect(blocks[i], blocks[j])) return std::pair{i, j};
+      if (!is_empty(blocks[j]) && blocks_overlap(blocks[i], blocks[j])) return std::pair{i, j};
   }
   return std::nullopt;
 }

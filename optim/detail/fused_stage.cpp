@@ -111,10 +111,10 @@ class ChainStage final : public FusedStage {
   std::vector<std::shared_ptr<FusedStage>> stages_;
 };
 
-void set_count(Variable& count, int64_t n) {
+void set_step_count(Variable& count, int64_t n) {
   count.set_value(Array(at::full({}, n, at::kLong)));
 }
-int64_t count_of(const Variable& count) { return count.tensor().item<int64_t>(); }
+int64_t step_count(const Variable& count) { return count.tensor().item<int64_t>(); }
 
 class ScaleStage final : public TypedStage<ScaleStage> {
  public:
@@ -123,7 +123,7 @@ class ScaleStage final : public TypedStage<ScaleStage> {
     const T f = static_cast<T>(factor_);
     for (int64_t j = 0; j < n; ++j) u[j] = u[j] * f;
   }
-  void finish() override { if (count_) set_count(*count_, count_of(*count_) + 1); }
+  void finish() override { if (count_) set_step_count(*count_, step_count(*count_) + 1); }
   bool add_to(AdamKernelPlan& plan) const override {  // the descent step after Adam
     if (plan.mu == nullptr || plan.scaled) return false;
     plan.scaled = true;
@@ -159,7 +159,7 @@ class AdamStage final : public SlotStage<AdamStage> {
  public:
   AdamStage(State& mu, State& nu, Variable& count, double b1, double b2, double eps,
             double eps_root)
-      : SlotStage({&mu, &nu}), count_(count), step_(count_of(count) + 1), b1_(b1), b2_(b2),
+      : SlotStage({&mu, &nu}), count_(count), step_(step_count(count) + 1), b1_(b1), b2_(b2),
         eps_(eps), eps_root_(eps_root),
         single_{bias_reciprocal<float>(b1, step_), bias_reciprocal<float>(b2, step_)},
         double_{bias_reciprocal<double>(b1, step_), bias_reciprocal<double>(b2, step_)} {}
@@ -181,7 +181,7 @@ class AdamStage final : public SlotStage<AdamStage> {
   }
   void finish() override {
     SlotStage::finish();
-    set_count(count_, step_);
+    set_step_count(count_, step_);
   }
   bool add_to(AdamKernelPlan& plan) const override {  // first, and without eps_root
     if (plan.mu != nullptr || eps_root_ != 0) return false;

@@ -1,7 +1,8 @@
 // Autograd functions of the collectives; backward runs the transpose on the same group.
 #include <nnx/sharding/detail/differentiable_collectives.h>
 
-#include <torch/torch.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/types.h>
 
 namespace nnx::detail {
 

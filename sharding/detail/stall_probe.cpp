@@ -85,7 +85,7 @@ std::string caller_frame(const CallStack* stack) {
   return "";
 }
 
-std::string describe(const Waiting& w) {
+std::string describe_wait(const Waiting& w) {
   std::string site = w.call_site.empty() ? caller_frame(w.stack) : "from " + w.call_site;
   return fmt::format("{} #{} over '{}' (ranks {}){}{}{}", w.op, w.sequence, w.comm_name,
                      fmt::join(w.members, ","), site.empty() ? "" : ", ", site,
@@ -96,7 +96,7 @@ std::string describe(const Waiting& w) {
 std::string my_state(Probe& p) {
   std::string out = fmt::format("{}\n", p.entered);
   for (const Waiting& w : p.waiting) {
-    std::string text = describe(w);
+    std::string text = describe_wait(w);
     std::replace(text.begin(), text.end(), '\n', ' ');
     out += fmt::format("{} {} {} {}|{}\n", w.comm_key, w.sequence, w.background ? 1 : 0,
                        fmt::join(w.members, ","), text);

@@ -7,7 +7,7 @@
 #include "format_test_util.h"
 
 #include <catch2/catch.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 #include <unistd.h>
 
 #include <atomic>

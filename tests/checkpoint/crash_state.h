@@ -3,7 +3,7 @@
 
 #include <nnx/nnx.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace nnx_test {
 

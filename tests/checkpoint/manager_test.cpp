@@ -2,6 +2,8 @@
 // asynchronous saves that let training go on and restore what was saved.
 #include "checkpoint_test_util.h"
 
+#include <torch/utils.h>
+
 using Catch::Matchers::Contains;
 namespace ckpt = nnx::checkpoint;
 

@@ -3,6 +3,8 @@
 // state and its world-size check; bad targets are errors naming the variable.
 #include "checkpoint_test_util.h"
 
+#include <torch/utils.h>
+
 using Catch::Matchers::Contains;
 namespace ckpt = nnx::checkpoint;
 

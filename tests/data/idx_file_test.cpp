@@ -5,7 +5,7 @@
 #include "data_test_util.h"
 
 #include <catch2/catch.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 using Catch::Matchers::Contains;
 using nnx::data::IdxFile;

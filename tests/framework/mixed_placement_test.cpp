@@ -5,7 +5,8 @@
 
 #include <nnx/nnx.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 using Catch::Matchers::Contains;
 using nnx::P;

@@ -5,7 +5,7 @@
 
 #include <nnx/nnx.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 TEST_CASE("row blocks sampled on each rank gather to the whole array", "[ranks2][ranks4][ranks8]") {
   int rank = 0, size = 1;

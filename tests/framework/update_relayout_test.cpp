@@ -5,7 +5,7 @@
 
 #include <nnx/nnx.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 using Catch::Matchers::Contains;
 using nnx::P;

@@ -3,7 +3,8 @@
 #include <nnx/nnx.h>
 
 #include <catch2/catch.hpp>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cmath>
 #include <limits>

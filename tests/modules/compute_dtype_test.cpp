@@ -4,7 +4,7 @@
 
 #include <nnx/nnx.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace {
 const auto bf16 = torch::kBFloat16;

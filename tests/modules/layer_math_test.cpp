@@ -3,7 +3,7 @@
 
 #include <nnx/nnx.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 TEST_CASE("BatchNorm normalizes with batch statistics and updates the running averages") {
   nnx::Rngs rngs(0);

@@ -7,7 +7,8 @@
 
 #include <nnx/nnx.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "optim_test_models.h"
 

@@ -4,6 +4,8 @@
 
 #include "optim_test_models.h"
 
+#include <torch/utils.h>
+
 using Catch::Matchers::Contains;
 namespace optim = nnx::optim;
 

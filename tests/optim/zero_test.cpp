@@ -5,6 +5,8 @@
 
 #include "optim_test_models.h"
 
+#include <torch/utils.h>
+
 using Catch::Matchers::Contains;
 using nnx::none;
 using nnx::P;

@@ -5,7 +5,7 @@
 //   random DIR                 2^20 samples each of normal, truncated_normal and uniform (raw f32)
 #include <nnx/nnx.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -5,7 +5,7 @@
 // the bias keeps its optimizer state sharded (ZeRO), so the fused step runs on blocks.
 #include <nnx/nnx.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

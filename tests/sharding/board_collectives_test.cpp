@@ -11,7 +11,7 @@
 #include <nnx/sharding/detail/direct_collectives.h>
 #include <nnx/sharding/detail/process_memory.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <unistd.h>
 

@@ -11,7 +11,9 @@
 #include <nnx/sharding/detail/nccl/nccl_status.h>
 #endif
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/cuda.h>
+#include <torch/utils.h>
 
 #include <ATen/Parallel.h>
 #include <sched.h>

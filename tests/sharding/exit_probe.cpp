@@ -2,7 +2,7 @@
 // itself here (as in users' programs), so its exit protocol is the one under test.
 #include <nnx/nnx.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <chrono>
 #include <cstdio>

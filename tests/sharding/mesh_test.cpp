@@ -4,7 +4,7 @@
 #include <nnx/nnx.h>
 #include <nnx/sharding/detail/live_communicators.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 using Catch::Matchers::Contains;
 

@@ -8,7 +8,7 @@
 #include <nnx/nnx.h>
 #include <nnx/sharding/detail/fingerprint_board.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 using Catch::Matchers::Contains;
 

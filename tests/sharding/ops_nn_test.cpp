@@ -4,6 +4,8 @@
 
 #include "ops_test_util.h"
 
+#include <torch/nn/functional/loss.h>
+
 #include <cmath>
 #include <limits>
 

@@ -7,7 +7,8 @@
 
 #include <nnx/sharding/ops.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>

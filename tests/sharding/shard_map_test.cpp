@@ -4,6 +4,8 @@
 
 #include "sharding_test_util.h"
 
+#include <torch/utils.h>
+
 using namespace nnx_test;
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;

@@ -6,7 +6,7 @@
 
 #include <nnx/nnx.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace {
 

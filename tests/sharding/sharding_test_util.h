@@ -4,7 +4,7 @@
 
 #include <nnx/nnx.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <vector>

@@ -13,7 +13,8 @@ Within a folder, detail/ headers are internal: only the same folder (or tests) i
 """
 import pathlib
 import re
-import sys
+
+import report
 
 LAYER = {"core": 0, "sharding": 1, "framework": 2, "modules": 3, "optim": 3, "checkpoint": 3,
          "data": 3, "metrics": 3}
@@ -22,7 +23,6 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*<nnx/([a-z_]+)/([^>]+)>')
 
 
 def main(root):
-    root = pathlib.Path(root)
     problems = []
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
@@ -47,11 +47,8 @@ def main(root):
                                 f"by side)")
             elif rest.startswith("detail/") and target != here:
                 problems.append(f"{where}, another folder's internal header")
-    for p in problems:
-        print(p)
-    print(f"{len(problems)} upward or sideways include(s)" if problems else "layers ok")
-    return 1 if problems else 0
+    return problems, f"{len(problems)} upward or sideways include(s)", "layers ok"
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parents[2]))
+    report.run(main)

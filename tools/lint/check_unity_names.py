@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Checks that sources compiled in batches (CMake's unity build) cannot change each other's
+meaning. A batch is one translation unit, so what one source keeps to itself leaks into the next:
+
+  - names in an anonymous namespace, or `static` at namespace scope: two sources with the same
+    name either fail to compile or, worse, silently become overloads of each other;
+  - `using namespace` at file scope, and macros left defined at the end of a source.
+
+Prints each name with the sources that share it, and exits 1 if any. Usage:
+  check_unity_names.py [ROOT]   (checks the library's sources, which CMake batches)
+"""
+import pathlib
+import re
+from collections import defaultdict
+
+import report
+
+LIBRARY = ["core", "sharding", "framework", "modules", "optim", "checkpoint", "data", "metrics"]
+TARGETS = {"library": LIBRARY}
+
+KIND = re.compile(r"\b(?:struct|class|union|enum(?:\s+class)?)\s+(\w+)")
+USING = re.compile(r"^\s*using\s+(\w+)\s*=")
+TEMPLATE = re.compile(r"^\s*template\s*<")
+IDENT_BEFORE = re.compile(r"(~?\w+|operator\s*\S+)\s*$")
+
+
+def strip(text):
+    """Drops comments, string and character literals (keeping newlines)."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            out.append("\n" * text.count("\n", i, n if j < 0 else j))
+            i = n if j < 0 else j + 2
+        elif text.startswith('R"', i):
+            m = re.match(r'R"([^(]*)\(', text[i:])
+            end = text.find(")" + m.group(1) + '"', i) if m else -1
+            out.append('""')
+            i = n if end < 0 else end + len(m.group(1)) + 2
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c:
+                j += 2 if text[j] == "\\" else 1
+            out.append(c + c)
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def skip_template_header(statement):
+    """Removes a leading `template <...>`."""
+    if not TEMPLATE.match(statement):
+        return statement
+    depth, start = 0, statement.index("<")
+    for k in range(start, len(statement)):
+        if statement[k] == "<":
+            depth += 1
+        elif statement[k] == ">":
+            depth -= 1
+            if depth == 0:
+                return skip_template_header(statement[k + 1:])
+    return statement
+
+
+def declared_name(statement):
+    """The name a namespace-scope declaration introduces, or None."""
+    statement = skip_template_header(" ".join(statement.split()))
+    if not statement or statement.startswith(("namespace", "extern", "static_assert")):
+        return None
+    if statement.startswith("using"):
+        m = USING.match(statement)  # an alias: the same alias in two sources is harmless
+        return (m.group(1), statement) if m else None
+    head = statement.split("(")[0]
+    m = KIND.search(head)
+    if m and "(" not in statement.split(m.group(0))[0]:
+        return m.group(1)
+    statement = re.sub(r"__attribute__\s*\(\(.*?\)\)", "", statement)
+    depth = 0
+    for k, ch in enumerate(statement):
+        if ch in "<[":
+            depth += 1
+        elif ch in ">]":
+            depth -= 1
+        elif depth == 0 and ch in "(={;":
+            m = IDENT_BEFORE.search(statement[:k])
+            return m.group(1) if m and not m.group(1).startswith("__") else None
+    m = IDENT_BEFORE.search(statement)
+    return m.group(1) if m and not m.group(1).startswith("__") else None
+
+
+def as_entries(declared):
+    """(name, alias statement or None) pairs for a declared_name() result."""
+    if declared is None:
+        return []
+    return [declared] if isinstance(declared, tuple) else [(declared, None)]
+
+
+def file_local_names(text):
+    """Names a source keeps to itself (anonymous-namespace and `static` namespace-scope ones),
+    each with its alias target where it is an alias, else None."""
+    names, namespaces, depth, statement = set(), [], 0, ""
+    body_depth = None  # brace depth of a definition body being skipped
+    for ch in text:
+        if body_depth is not None:
+            if ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                if depth == body_depth:
+                    body_depth = None
+                    statement = ""
+            continue
+        if ch == "{":
+            s = " ".join(statement.split())
+            m = re.match(r"^(inline\s+)?namespace(\s+[\w:]+)?\s*$", s)
+            if m:
+                namespaces.append(m.group(2) is None)
+                depth += 1
+                statement = ""
+                continue
+            in_anonymous = bool(namespaces) and namespaces[-1]
+            if (in_anonymous or re.match(r"^static\b", s)) and not s.startswith("extern"):
+                names.update(as_entries(declared_name(s)))
+            body_depth = depth
+            depth += 1
+            continue
+        if ch == "}":
+            depth -= 1
+            if namespaces:
+                namespaces.pop()
+            statement = ""
+            continue
+        if ch == ";":
+            s = " ".join(statement.split())
+            in_anonymous = bool(namespaces) and namespaces[-1]
+            if in_anonymous or re.match(r"^static\b", s):
+                names.update(as_entries(declared_name(s + ";")))
+            statement = ""
+            continue
+        if ch == "#" and not statement.strip():
+            statement = "#"
+            continue
+        if statement.startswith("#"):
+            if ch == "\n":
+                statement = ""
+            else:
+                statement += ch
+            continue
+        statement += ch
+    return names
+
+
+def leaks(text):
+    """`using namespace` at file scope, and macros still defined at the end."""
+    found, depth, defined = [], 0, {}
+    for number, line in enumerate(text.splitlines(), 1):
+        m = re.match(r"\s*#\s*define\s+(\w+)", line)
+        if m:
+            defined[m.group(1)] = number
+        m = re.match(r"\s*#\s*undef\s+(\w+)", line)
+        if m:
+            defined.pop(m.group(1), None)
+        if depth == 0 and re.match(r"\s*using\s+namespace\b", line):
+            found.append(f"{number}: `using namespace` at file scope")
+        depth += line.count("{") - line.count("}")
+    found += [f"{number}: macro {name} still defined at the end" for name, number in
+              defined.items()]
+    return found
+
+
+def main(root):
+    problems = []
+    for target, folders in TARGETS.items():
+        owners = defaultdict(list)
+        for folder in folders:
+            for path in sorted((root / folder).rglob("*.cpp")):
+                rel = path.relative_to(root)
+                text = strip(path.read_text(errors="replace"))
+                for name, alias in file_local_names(text):
+                    owners[name].append((str(rel), alias))
+                problems += [f"{rel}:{leak}" for leak in leaks(text)]
+        for name, entries in sorted(owners.items()):
+            files = [f for f, _ in entries]
+            aliases = {alias for _, alias in entries}
+            if len(files) > 1 and not (len(aliases) == 1 and None not in aliases):
+                problems.append(f"{target}: `{name}` is file-local in {len(files)} sources: "
+                                + ", ".join(files))
+    return problems, f"{len(problems)} name(s) that batches would share", "unity names ok"
+
+
+if __name__ == "__main__":
+    report.run(main)
