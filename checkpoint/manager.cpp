@@ -11,6 +11,7 @@
 #include <mpi.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <torch/types.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -2,7 +2,7 @@
 #include <nnx/framework/rngs.h>
 #include <nnx/nnx.h>
 
-#include <torch/types.h>
+#include <torch/torch.h>
 
 #include <iostream>
 

@@ -2,11 +2,13 @@
 """Checks that sources compiled in batches (CMake's unity build) cannot change each other's
 meaning. A batch is one translation unit, so what one source keeps to itself leaks into the next:
 
-  - names in an anonymous namespace, or `static` at namespace scope: two sources with the same
-    name either fail to compile or, worse, silently become overloads of each other;
-  - `using namespace` at file scope, and macros left defined at the end of a source.
+  - names in an anonymous namespace, `static` at namespace scope, and using-declarations at
+    namespace scope: two sources with the same name either fail to compile or, worse, silently
+    become overloads of each other (the same alias or using-declaration twice is harmless);
+  - `using namespace` at namespace scope, and macros left defined at the end of a source.
 
-Prints each name with the sources that share it, and exits 1 if any. Usage:
+Sources that CMakeLists.txt lists in NNX_UNITY_ALONE are compiled alone and not checked.
+Prints each finding, and exits 1 if any. Usage:
   check_unity_names.py [ROOT]   (checks the library's sources, which CMake batches)
 """
 import pathlib
@@ -41,6 +43,9 @@ def strip(text):
             end = text.find(")" + m.group(1) + '"', i) if m else -1
             out.append('""')
             i = n if end < 0 else end + len(m.group(1)) + 2
+        elif c == "'" and re.search(r"(?<![\w.])\d[\w.]*$", text[max(0, i - 40):i]):
+            out.append(c)  # a digit separator, as in 200'000
+            i += 1
         elif c in "\"'":
             j = i + 1
             while j < n and text[j] != c:
@@ -51,6 +56,19 @@ def strip(text):
             out.append(c)
             i += 1
     return "".join(out)
+
+
+def drop_attributes(statement):
+    """Removes `[[...]]` and `__attribute__((...))` wherever they stand."""
+    statement = re.sub(r"\[\[.*?\]\]", " ", statement)
+    while (k := statement.find("__attribute__")) >= 0:
+        depth, j = 0, statement.find("(", k)
+        for j in range(j, len(statement)):
+            depth += {"(": 1, ")": -1}.get(statement[j], 0)
+            if depth == 0:
+                break
+        statement = statement[:k] + " " + statement[j + 1:]
+    return statement
 
 
 def skip_template_header(statement):
@@ -70,7 +88,7 @@ def skip_template_header(statement):
 
 def declared_name(statement):
     """The name a namespace-scope declaration introduces, or None."""
-    statement = skip_template_header(" ".join(statement.split()))
+    statement = " ".join(skip_template_header(statement).split())
     if not statement or statement.startswith(("namespace", "extern", "static_assert")):
         return None
     if statement.startswith("using"):
@@ -80,7 +98,6 @@ def declared_name(statement):
     m = KIND.search(head)
     if m and "(" not in statement.split(m.group(0))[0]:
         return m.group(1)
-    statement = re.sub(r"__attribute__\s*\(\(.*?\)\)", "", statement)
     depth = 0
     for k, ch in enumerate(statement):
         if ch in "<[":
@@ -102,9 +119,20 @@ def as_entries(declared):
 
 
 def file_local_names(text):
-    """Names a source keeps to itself (anonymous-namespace and `static` namespace-scope ones),
-    each with its alias target where it is an alias, else None."""
-    names, namespaces, depth, statement = set(), [], 0, ""
+    """Names a source keeps to itself (anonymous-namespace and `static` namespace-scope ones, and
+    using-declarations), each with its statement where it is an alias or using-declaration, else
+    None; and the source's namespace-scope `using namespace` directives."""
+    names, directives, namespaces, depth, statement = set(), [], [], 0, ""
+
+    def declaration(raw):
+        s = " ".join(skip_template_header(drop_attributes(raw)).split())
+        if s.startswith("using namespace"):
+            directives.append(s)
+        elif re.match(r"^using\s+[\w:]+::(\w+)$", s):  # a using-declaration
+            names.add((s.split("::")[-1], s))
+        elif (namespaces and namespaces[-1]) or re.match(r"^(inline\s+|constexpr\s+)*static\b", s):
+            names.update(as_entries(declared_name(s)))
+
     body_depth = None  # brace depth of a definition body being skipped
     for ch in text:
         if body_depth is not None:
@@ -124,9 +152,7 @@ def file_local_names(text):
                 depth += 1
                 statement = ""
                 continue
-            in_anonymous = bool(namespaces) and namespaces[-1]
-            if (in_anonymous or re.match(r"^static\b", s)) and not s.startswith("extern"):
-                names.update(as_entries(declared_name(s)))
+            declaration(statement)
             body_depth = depth
             depth += 1
             continue
@@ -137,10 +163,7 @@ def file_local_names(text):
             statement = ""
             continue
         if ch == ";":
-            s = " ".join(statement.split())
-            in_anonymous = bool(namespaces) and namespaces[-1]
-            if in_anonymous or re.match(r"^static\b", s):
-                names.update(as_entries(declared_name(s + ";")))
+            declaration(statement)
             statement = ""
             continue
         if ch == "#" and not statement.strip():
@@ -153,12 +176,12 @@ def file_local_names(text):
                 statement += ch
             continue
         statement += ch
-    return names
+    return names, directives
 
 
-def leaks(text):
-    """`using namespace` at file scope, and macros still defined at the end."""
-    found, depth, defined = [], 0, {}
+def leaked_macros(text):
+    """Macros still defined at the end."""
+    defined = {}
     for number, line in enumerate(text.splitlines(), 1):
         m = re.match(r"\s*#\s*define\s+(\w+)", line)
         if m:
@@ -166,25 +189,34 @@ def leaks(text):
         m = re.match(r"\s*#\s*undef\s+(\w+)", line)
         if m:
             defined.pop(m.group(1), None)
-        if depth == 0 and re.match(r"\s*using\s+namespace\b", line):
-            found.append(f"{number}: `using namespace` at file scope")
-        depth += line.count("{") - line.count("}")
-    found += [f"{number}: macro {name} still defined at the end" for name, number in
-              defined.items()]
-    return found
+    return [f"{number}: macro {name} still defined at the end" for name, number in
+            defined.items()]
+
+
+def compiled_alone(root):
+    """The sources CMakeLists.txt keeps out of the batches (NNX_UNITY_ALONE)."""
+    cmake = root / "CMakeLists.txt"
+    text = cmake.read_text() if cmake.exists() else ""
+    m = re.search(r"set\(NNX_UNITY_ALONE\b([^)]*)\)", text)
+    return set(m.group(1).split()) if m else set()
 
 
 def main(root):
-    problems = []
+    problems, alone = [], compiled_alone(root)
     for target, folders in TARGETS.items():
         owners = defaultdict(list)
         for folder in folders:
             for path in sorted((root / folder).rglob("*.cpp")):
                 rel = path.relative_to(root)
+                if str(rel) in alone:
+                    continue
                 text = strip(path.read_text(errors="replace"))
-                for name, alias in file_local_names(text):
+                names, directives = file_local_names(text)
+                for name, alias in names:
                     owners[name].append((str(rel), alias))
-                problems += [f"{rel}:{leak}" for leak in leaks(text)]
+                problems += [f"{rel}: `{d}` at namespace scope (list the source in NNX_UNITY_ALONE, "
+                             "or name what it uses)" for d in directives]
+                problems += [f"{rel}:{leak}" for leak in leaked_macros(text)]
         for name, entries in sorted(owners.items()):
             files = [f for f, _ in entries]
             aliases = {alias for _, alias in entries}
