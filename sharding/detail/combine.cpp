@@ -23,13 +23,15 @@ void combine_typed(T* acc, const T* in, int64_t n, ReduceOp op) {
         for (int64_t i = 0; i < n; ++i) acc[i] += in[i];
       }
       return;
+    // Every element is stored, chosen by a select: the loops then vectorize, as a store under
+    // a branch does not.
     case ReduceOp::max:
       for (int64_t i = 0; i < n; ++i)
-        if (in[i] > acc[i] || in[i] != in[i]) acc[i] = in[i];
+        acc[i] = (in[i] > acc[i] || in[i] != in[i]) ? in[i] : acc[i];
       return;
     case ReduceOp::min:
       for (int64_t i = 0; i < n; ++i)
-        if (in[i] < acc[i] || in[i] != in[i]) acc[i] = in[i];
+        acc[i] = (in[i] < acc[i] || in[i] != in[i]) ? in[i] : acc[i];
       return;
   }
 }

@@ -1,7 +1,7 @@
 // Collective throughput of nnx's Communicator against raw MPI calls on the same bytes, for
 // sizes 4 KiB to 64 MiB. Run under mpirun -np 2 or 4. Prints one JSON line per (op, size).
 // Arguments, both optional: the largest size in bytes, and a comma-separated list of the ops to
-// time (all four by default).
+// time (all five by default).
 //
 // Allocation policy, stated per column:
 //   mpi       MPI into buffers allocated once, before timing; run twice, each run into buffers
@@ -55,6 +55,12 @@ int main(int argc, char** argv) {
            MPI_Allreduce(MPI_IN_PLACE, o.y.data_ptr(), c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
          },
          [&] { world.all_reduce_(nnx_out.y); }, nullptr},
+        // Above the direct limit nnx's max goes through an MPI op of its own that keeps NaNs.
+        {"all_reduce_max",
+         [&](Outputs& o) {
+           MPI_Allreduce(MPI_IN_PLACE, o.y.data_ptr(), c, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+         },
+         [&] { world.all_reduce_(nnx_out.y, nnx::ReduceOp::max); }, nullptr},
         {"all_gather",
          [&](Outputs& o) {
            MPI_Allgather(x.data_ptr(), c, MPI_FLOAT, o.gathered.data_ptr(), c, MPI_FLOAT,
