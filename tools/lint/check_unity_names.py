@@ -18,7 +18,6 @@ from collections import defaultdict
 import report
 
 LIBRARY = ["core", "sharding", "framework", "modules", "optim", "checkpoint", "data", "metrics"]
-TARGETS = {"library": LIBRARY}
 
 KIND = re.compile(r"\b(?:struct|class|union|enum(?:\s+class)?)\s+(\w+)")
 USING = re.compile(r"^\s*using\s+(\w+)\s*=")
@@ -87,8 +86,8 @@ def skip_template_header(statement):
 
 
 def declared_name(statement):
-    """The name a namespace-scope declaration introduces, or None."""
-    statement = " ".join(skip_template_header(statement).split())
+    """(name, the statement where it is an alias, else None) for what a namespace-scope
+    declaration (attributes and template header removed) introduces, or None."""
     if not statement or statement.startswith(("namespace", "extern", "static_assert")):
         return None
     if statement.startswith("using"):
@@ -97,25 +96,18 @@ def declared_name(statement):
     head = statement.split("(")[0]
     m = KIND.search(head)
     if m and "(" not in statement.split(m.group(0))[0]:
-        return m.group(1)
-    depth = 0
+        return m.group(1), None
+    depth, end = 0, len(statement)
     for k, ch in enumerate(statement):
         if ch in "<[":
             depth += 1
         elif ch in ">]":
             depth -= 1
         elif depth == 0 and ch in "(={;":
-            m = IDENT_BEFORE.search(statement[:k])
-            return m.group(1) if m and not m.group(1).startswith("__") else None
-    m = IDENT_BEFORE.search(statement)
-    return m.group(1) if m and not m.group(1).startswith("__") else None
-
-
-def as_entries(declared):
-    """(name, alias statement or None) pairs for a declared_name() result."""
-    if declared is None:
-        return []
-    return [declared] if isinstance(declared, tuple) else [(declared, None)]
+            end = k
+            break
+    m = IDENT_BEFORE.search(statement[:end])
+    return (m.group(1), None) if m else None
 
 
 def file_local_names(text):
@@ -131,7 +123,9 @@ def file_local_names(text):
         elif re.match(r"^using\s+[\w:]+::(\w+)$", s):  # a using-declaration
             names.add((s.split("::")[-1], s))
         elif (namespaces and namespaces[-1]) or re.match(r"^(inline\s+|constexpr\s+)*static\b", s):
-            names.update(as_entries(declared_name(s)))
+            declared = declared_name(s)
+            if declared:
+                names.add(declared)
 
     body_depth = None  # brace depth of a definition body being skipped
     for ch in text:
@@ -203,26 +197,25 @@ def compiled_alone(root):
 
 def main(root):
     problems, alone = [], compiled_alone(root)
-    for target, folders in TARGETS.items():
-        owners = defaultdict(list)
-        for folder in folders:
-            for path in sorted((root / folder).rglob("*.cpp")):
-                rel = path.relative_to(root)
-                if str(rel) in alone:
-                    continue
-                text = strip(path.read_text(errors="replace"))
-                names, directives = file_local_names(text)
-                for name, alias in names:
-                    owners[name].append((str(rel), alias))
-                problems += [f"{rel}: `{d}` at namespace scope (list the source in NNX_UNITY_ALONE, "
-                             "or name what it uses)" for d in directives]
-                problems += [f"{rel}:{leak}" for leak in leaked_macros(text)]
-        for name, entries in sorted(owners.items()):
-            files = [f for f, _ in entries]
-            aliases = {alias for _, alias in entries}
-            if len(files) > 1 and not (len(aliases) == 1 and None not in aliases):
-                problems.append(f"{target}: `{name}` is file-local in {len(files)} sources: "
-                                + ", ".join(files))
+    owners = defaultdict(list)
+    for folder in LIBRARY:
+        for path in sorted((root / folder).rglob("*.cpp")):
+            rel = path.relative_to(root)
+            if str(rel) in alone:
+                continue
+            text = strip(path.read_text(errors="replace"))
+            names, directives = file_local_names(text)
+            for name, alias in names:
+                owners[name].append((str(rel), alias))
+            problems += [f"{rel}: `{d}` at namespace scope (list the source in NNX_UNITY_ALONE, "
+                         "or name what it uses)" for d in directives]
+            problems += [f"{rel}:{leak}" for leak in leaked_macros(text)]
+    for name, entries in sorted(owners.items()):
+        files = [f for f, _ in entries]
+        aliases = {alias for _, alias in entries}
+        if len(files) > 1 and not (len(aliases) == 1 and None not in aliases):
+            problems.append(f"library: `{name}` is file-local in {len(files)} sources: "
+                            + ", ".join(files))
     return problems, f"{len(problems)} name(s) that batches would share", "unity names ok"
 
 
