@@ -247,12 +247,12 @@ std::vector<std::string> call_sites(const detail::CommImpl& c, const char* op,
 // broadcast's non-roots; bytes < 0: not on the board). Collectives that only move data
 // (`moves_only`) use a quarter of the board's room: above that, MPI's single copy between
 // processes beats the board's copy in and out. Above the room, members may read the input
-// straight from each other's memory, meeting `direct_meetings` more times (0: never direct).
+// straight from each other's memory, meeting `direct_meetings` more times (-1: never direct).
 struct BoardInput {
   const void* data = nullptr;
   int64_t bytes = -1;
   bool moves_only = false;
-  int direct_meetings = 0;
+  int direct_meetings = -1;
 };
 
 // All members must call the same collective on the same dtype and shape: checked by fingerprint
@@ -285,7 +285,7 @@ std::optional<OnBoard> agree(detail::CommImpl& c, const char* op, const at::Tens
     const auto bytes = static_cast<size_t>(input.bytes);
     const bool on_board = c.board && input.bytes >= 0 && bytes <= room;
     // A board without room for data (NNX_BOARD_COLLECTIVE_BYTES=0) leaves all data to MPI.
-    const bool direct = c.board && c.board->capacity() > 0 && input.direct_meetings > 0 &&
+    const bool direct = c.board && c.board->capacity() > 0 && input.direct_meetings >= 0 &&
                         input.bytes > 0 && !on_board && bytes <= c.board->direct_limit();
     if (on_board && input.data != nullptr && input.bytes > 0)
       std::memcpy(c.board->own_region(sequence), input.data, bytes);
@@ -339,10 +339,11 @@ std::optional<OnBoard> agree(detail::CommImpl& c, const char* op, const at::Tens
 }
 
 // A contiguous input for agree(): CPU inputs may move on the board, not a device engine's, or be
-// read directly by members that then meet `direct_meetings` more times.
+// read directly by members that then meet `direct_meetings` more times (a collective that only
+// reads meets no more: each member waits for its own readers instead).
 constexpr int kAllReduceMeetings = 2;  // members read each other's sums, then finish
 BoardInput board_input(const detail::DeviceEngine* engine, const at::Tensor& input,
-                       bool moves_only, bool shared = true, int direct_meetings = 1) {
+                       bool moves_only, bool shared = true, int direct_meetings = 0) {
   if (engine) return {};
   return {shared ? input.data_ptr() : nullptr,
           input.numel() * static_cast<int64_t>(input.element_size()), moves_only,

@@ -1,6 +1,7 @@
 #include <nnx/sharding/detail/direct_collectives.h>
 
 #include <nnx/core/error.h>
+#include <nnx/sharding/detail/collective_wait.h>
 #include <nnx/sharding/detail/combine.h>
 
 #include <fmt/format.h>
@@ -17,12 +18,20 @@ namespace nnx::detail {
 namespace {
 
 std::atomic<int64_t> direct_runs{0};
+std::atomic<int64_t> asked_reads{0};
 std::atomic<int> reads_before_failure{-1};  // -1: none fails
 
-// What members post after their reads (at sequence + 1, and + 2 in an all-reduce): all done, or
-// some read failed.
+// What members post after an all-reduce's reads (at sequence + 1 and + 2): all done, or some read
+// failed.
 constexpr uint64_t kDone = 0x446f6e65ull << 32;
 constexpr uint64_t kFailed = 0x4661696cull << 32;
+
+// A read the kernel refuses is asked of the member instead: the request, then the bytes, go
+// through MPI under these tags.
+constexpr int kAskTag = 31101, kAnswerTag = 31102;
+struct Ask {
+  uint64_t sequence, offset, bytes;
+};
 
 // A refused read: which member, and the kernel's reason.
 struct Refusal {
@@ -30,21 +39,79 @@ struct Refusal {
   int error;
 };
 
-// Copies `bytes` from `remote` in member `member` into `local`; the first refusal is kept.
+// Copies `bytes` from `remote` in member `member` into `local`: false, with errno set, where the
+// kernel refuses (or a test made this read fail).
+bool read_directly(const DirectCall& call, int member, const void* remote, void* local,
+                   size_t bytes) {
+  if (reads_before_failure.load() >= 0 && reads_before_failure.fetch_sub(1) == 0) {
+    errno = EPERM;
+    return false;
+  }
+  return call.board.read(member, remote, local, bytes);
+}
+
+// Sends every member the bytes it has asked of this member's input `mine`.
+void answer_asks(const DirectCall& call, const void* mine) {
+  for (;;) {
+    int asked = 0;
+    MPI_Status status{};
+    MPI_Iprobe(MPI_ANY_SOURCE, kAskTag, call.comm, &asked, &status);
+    if (asked == 0) return;
+    Ask ask{};
+    MPI_Recv(&ask, 3, MPI_UINT64_T, status.MPI_SOURCE, kAskTag, call.comm, MPI_STATUS_IGNORE);
+    if (mine == nullptr || ask.sequence != call.sequence)
+      throw_error(call.op, fmt::format("rank {} asked for bytes of collective #{} over '{}', "
+                                       "which this rank is not serving (it is in #{}); this is "
+                                       "a bug in nnx", status.MPI_SOURCE, ask.sequence,
+                                       call.comm_name, call.sequence));
+    MPI_Send(static_cast<const char*>(mine) + ask.offset, static_cast<int>(ask.bytes), MPI_BYTE,
+             status.MPI_SOURCE, kAnswerTag, call.comm);
+  }
+}
+
+// Copies `bytes` at byte `offset` of member `member`'s input into `local`: straight from its
+// memory, or, where the kernel refuses, asked of the member through MPI (it keeps its input until
+// this member acknowledges it). Meanwhile this member answers what others ask of `mine`.
+void read_or_ask(const DirectCall& call, int member, size_t offset, void* local, size_t bytes,
+                 const void* mine) {
+  if (bytes == 0) return;
+  const auto* theirs = static_cast<const char*>(call.board.address(member, call.sequence));
+  if (read_directly(call, member, theirs + offset, local, bytes)) return;
+  ++asked_reads;
+  MPI_Request answer = MPI_REQUEST_NULL;
+  MPI_Irecv(local, static_cast<int>(bytes), MPI_BYTE, member, kAnswerTag, call.comm, &answer);
+  Ask ask{call.sequence, offset, bytes};
+  MPI_Send(&ask, 3, MPI_UINT64_T, member, kAskTag, call.comm);
+  call.board.wake_sleepers();
+  auto answered = [&] {
+    int done = 0;
+    MPI_Test(&answer, &done, MPI_STATUS_IGNORE);
+    if (done == 0) answer_asks(call, mine);
+    return done != 0;
+  };
+  wait_until(answered, call.comm, call.op, call.comm_name.c_str(), true);
+}
+
+// Ends a collective that only reads: this member keeps its input `mine` until `readers` members
+// have acknowledged it, answering what they ask of it meanwhile.
+void await_readers(const DirectCall& call, const void* mine, int readers) {
+  ++direct_runs;
+  call.board.await_readers(call.sequence, readers, call.comm, call.op, call.comm_name,
+                           [&] { answer_asks(call, mine); });
+}
+
+// An all-reduce's read: copies `bytes` from `remote` in member `member` into `local`; the first
+// refusal is kept and later reads are skipped.
 void read_member(const DirectCall& call, int member, const void* remote, void* local,
                  size_t bytes, std::optional<Refusal>& refused) {
   if (refused || bytes == 0) return;
-  if (reads_before_failure.load() >= 0 && reads_before_failure.fetch_sub(1) == 0) {
-    refused = Refusal{member, EPERM};
-    return;
-  }
-  if (!call.board.read(member, remote, local, bytes)) refused = Refusal{member, errno};
+  if (!read_directly(call, member, remote, local, bytes)) refused = Refusal{member, errno};
 }
 
-// Posts that this member is done with the reads that end at `sequence + step`, waits for all,
-// and throws on every member if any member's read failed.
-void finish(const DirectCall& call, const std::optional<Refusal>& refused, uint64_t step = 1) {
-  if (step == 1) ++direct_runs;  // every direct collective finishes its first reads here
+// Posts that this member is done with the all-reduce's reads that end at `sequence + step`,
+// waits for all, and throws on every member if any member's read failed.
+void finish(const DirectCall& call, const std::optional<Refusal>& refused, uint64_t step) {
+  if (step == 1) ++direct_runs;
   const bool same = call.board.agree(call.sequence + step, refused ? kFailed : kDone, call.comm,
                                      call.op, call.comm_name);
   if (same && !refused) return;  // members that all failed agree too
@@ -63,18 +130,19 @@ void finish(const DirectCall& call, const std::optional<Refusal>& refused, uint6
 constexpr size_t kBlockBytes = 128 << 10;
 
 // out = the member-order combination of the `numel` elements at byte `offset` in every member's
-// input (`own` is this member's). `out` may be this member's own chunk (an all-reduce's sum
+// input (`own` is this member's), each block of another member's read by read(m, at, into,
+// bytes), which returns false to stop. `out` may be this member's own chunk (an all-reduce's sum
 // replaces it): member 0 then sums in place, the others sum each block aside and copy it over.
+template <class Read>
 void reduce_in_blocks(const DirectCall& call, const char* own, size_t offset, char* out,
-                      int64_t numel, at::ScalarType dtype, ReduceOp op,
-                      std::optional<Refusal>& refused) {
+                      int64_t numel, at::ScalarType dtype, ReduceOp op, Read read) {
   thread_local std::vector<char> scratch(2 * kBlockBytes);  // a member's block, and a sum
   char* incoming = scratch.data();
   char* held = scratch.data() + kBlockBytes;
   const size_t element = c10::elementSize(dtype);
   const auto block = static_cast<int64_t>(std::max<size_t>(1, kBlockBytes / element));
   const bool sum_aside = out == own + offset && call.me != 0;
-  for (int64_t first = 0; first < numel && !refused; first += block) {
+  for (int64_t first = 0; first < numel; first += block) {
     const int64_t n = std::min(block, numel - first);
     const size_t at = offset + static_cast<size_t>(first) * element;
     const size_t bytes = static_cast<size_t>(n) * element;
@@ -83,18 +151,16 @@ void reduce_in_blocks(const DirectCall& call, const char* own, size_t offset, ch
       const char* from = own + at;
       if (m != call.me) {
         char* into = m == 0 ? sum : incoming;
-        const auto* theirs = static_cast<const char*>(call.board.address(m, call.sequence));
-        read_member(call, m, theirs + at, into, bytes, refused);
+        if (!read(m, at, into, bytes)) return;
         from = into;
       }
-      if (refused) break;
       if (m == 0) {
         if (from != sum) std::memcpy(sum, from, bytes);
       } else {
         combine(sum, from, n, dtype, op, call.op);
       }
     }
-    if (sum_aside && !refused) std::memcpy(out + (at - offset), sum, bytes);
+    if (sum_aside) std::memcpy(out + (at - offset), sum, bytes);
   }
 }
 
@@ -108,39 +174,43 @@ void each_other_member(const DirectCall& call, Read read) {
 
 int64_t direct_collectives_run() { return direct_runs.load(); }
 
+int64_t direct_reads_asked() { return asked_reads.load(); }
+
 void fail_direct_read(int after) { reads_before_failure = after; }
 
 void direct_all_gather(const DirectCall& call, const void* mine, void* out, size_t bytes) {
-  std::optional<Refusal> refused;
   auto* to = static_cast<char*>(out);
   each_other_member(call, [&](int m) {
-    read_member(call, m, call.board.address(m, call.sequence), to + m * bytes, bytes, refused);
+    read_or_ask(call, m, 0, to + m * bytes, bytes, mine);
+    call.board.acknowledge(m, call.sequence);
   });
   if (bytes > 0) std::memcpy(to + call.me * bytes, mine, bytes);
-  finish(call, refused);
+  await_readers(call, mine, call.members - 1);
 }
 
 void direct_all_to_all(const DirectCall& call, const void* mine, void* out, size_t chunk_bytes) {
-  std::optional<Refusal> refused;
   auto* to = static_cast<char*>(out);
   const size_t my_chunk = static_cast<size_t>(call.me) * chunk_bytes;
   each_other_member(call, [&](int m) {
-    const auto* theirs = static_cast<const char*>(call.board.address(m, call.sequence));
-    read_member(call, m, theirs + my_chunk, to + m * chunk_bytes, chunk_bytes, refused);
+    read_or_ask(call, m, my_chunk, to + m * chunk_bytes, chunk_bytes, mine);
+    call.board.acknowledge(m, call.sequence);
   });
   if (chunk_bytes > 0)
     std::memcpy(to + my_chunk, static_cast<const char*>(mine) + my_chunk, chunk_bytes);
-  finish(call, refused);
+  await_readers(call, mine, call.members - 1);
 }
 
 void direct_reduce_scatter(const DirectCall& call, const void* mine, void* out, int64_t numel,
                            at::ScalarType dtype) {
   check_combinable(dtype, call.op);
-  std::optional<Refusal> refused;
   const size_t my_chunk = static_cast<size_t>(call.me * numel) * c10::elementSize(dtype);
   reduce_in_blocks(call, static_cast<const char*>(mine), my_chunk, static_cast<char*>(out), numel,
-                   dtype, ReduceOp::sum, refused);
-  finish(call, refused);
+                   dtype, ReduceOp::sum, [&](int m, size_t at, char* into, size_t bytes) {
+                     read_or_ask(call, m, at, into, bytes, mine);
+                     return true;
+                   });
+  each_other_member(call, [&](int m) { call.board.acknowledge(m, call.sequence); });
+  await_readers(call, mine, call.members - 1);
 }
 
 void direct_all_reduce(const DirectCall& call, void* buffer, int64_t numel, at::ScalarType dtype,
@@ -151,23 +221,26 @@ void direct_all_reduce(const DirectCall& call, void* buffer, int64_t numel, at::
   auto first_of = [&](int chunk) { return numel * chunk / call.members; };
   auto offset_of = [&](int chunk) { return static_cast<size_t>(first_of(chunk)) * element; };
   std::optional<Refusal> refused;
+  auto read = [&](int m, size_t at, void* into, size_t bytes) {
+    const auto* theirs = static_cast<const char*>(call.board.address(m, call.sequence));
+    read_member(call, m, theirs + at, into, bytes, refused);
+    return !refused;
+  };
   reduce_in_blocks(call, data, offset_of(call.me), data + offset_of(call.me),
-                   first_of(call.me + 1) - first_of(call.me), dtype, op, refused);
+                   first_of(call.me + 1) - first_of(call.me), dtype, op, read);
   finish(call, refused, 1);
   // Every member's chunk now holds its sum; each reads the others' sums into place.
   each_other_member(call, [&](int m) {
-    const auto* theirs = static_cast<const char*>(call.board.address(m, call.sequence));
-    read_member(call, m, theirs + offset_of(m), data + offset_of(m),
-                offset_of(m + 1) - offset_of(m), refused);
+    read(m, offset_of(m), data + offset_of(m), offset_of(m + 1) - offset_of(m));
   });
   finish(call, refused, 2);
 }
 
 void direct_broadcast(const DirectCall& call, int root, void* out, size_t bytes) {
-  std::optional<Refusal> refused;
-  if (call.me != root)
-    read_member(call, root, call.board.address(root, call.sequence), out, bytes, refused);
-  finish(call, refused);
+  if (call.me == root) return await_readers(call, out, call.members - 1);
+  ++direct_runs;
+  read_or_ask(call, root, 0, out, bytes, nullptr);
+  call.board.acknowledge(root, call.sequence);
 }
 
 }  // namespace nnx::detail

@@ -1,9 +1,14 @@
 // The data phase of collectives that move data or sum it, read straight from the members' inputs:
 // once every member has posted collective `sequence` with its input's address on the board,
 // each member copies what it needs from the others' memory into its output (one copy, as MPI's
-// shared-memory transport makes for large messages). Then every member posts `sequence + 1` to
-// say it is done reading, and none returns (and lets its input change) before all have. A member
-// whose read fails says so there, and every member throws. An all-reduce meets once more.
+// shared-memory transport makes for large messages).
+// - A collective that only reads (all-gather, reduce-scatter, all-to-all, broadcast): each member
+//   acknowledges every input it is done reading, and returns (letting its own input change) once
+//   all its readers have acknowledged its own, as MPI's pairwise transfers do; no member waits for
+//   the others' other reads. A read the kernel refuses is asked of its member through MPI instead.
+// - An all-reduce meets twice more: after summing its chunk of every member's buffer, and after
+//   reading the others' sums. A member whose read fails says so at the meeting, and every member
+//   throws.
 #pragma once
 
 #include <nnx/sharding/communicator.h>
@@ -19,6 +24,10 @@ namespace nnx::detail {
 
 // How many collectives this process has run by direct reads (for tests).
 int64_t direct_collectives_run();
+
+// How many reads this process has asked of a member through MPI, the kernel having refused them
+// (for tests).
+int64_t direct_reads_asked();
 
 // What every direct collective needs besides its buffers.
 struct DirectCall {

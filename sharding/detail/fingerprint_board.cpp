@@ -1,8 +1,9 @@
 // The board's segment: a header line holding a nonce and the wake-up words, then per member
 // kSlots cache lines; the slot of (member, sequence) holds one word, the fingerprint's upper 40
 // bits over a 24-bit sequence field that is never 0 (a zero word: nothing posted yet), then the
-// address posted with it. A member is at most one sequence number ahead of another (it cannot pass
-// its next check until the other posts), so four slots never wrap onto a word still being read,
+// address posted with it, then how many members have acknowledged reading the input at that
+// address. A member is at most one collective ahead of another (it cannot pass its next check
+// until the other posts), so four slots never wrap onto a word still being read or acknowledged,
 // even by a direct all-reduce, which reads addresses posted two sequence numbers back. After the
 // slots, per member two data regions of `capacity` bytes each.
 #include <nnx/sharding/detail/fingerprint_board.h>
@@ -40,6 +41,7 @@ namespace {
 constexpr uint64_t kSlots = 4;
 constexpr size_t kLine = 64;
 constexpr uint64_t kSequenceBits = 0xFFFFFF;
+constexpr size_t kReadersWord = 2;  // in a slot: how many members have read the posted input
 static_assert(std::atomic_ref<uint64_t>::is_always_lock_free,
               "the board's words are shared between processes");
 
@@ -277,20 +279,13 @@ bool FingerprintBoard::read(int member, const void* remote, void* local, size_t 
 bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm comm,
                              const char* op, const std::string& comm_name, const void* address) {
   const uint64_t mine = word_of(sequence, fingerprint);
-  // Published by the word's release below.
-  std::atomic_ref<uint64_t>(slot(rank_, sequence)[1])
-      .store(reinterpret_cast<uint64_t>(address), std::memory_order_relaxed);
-  std::atomic_ref<uint64_t>(*slot(rank_, sequence)).store(mine, std::memory_order_release);
-  // The post before the look at `sleepers`; a sleeper counts itself before its last look at the
-  // slots: one of the two sees the other. Members of one machine all sleep or none does, so
-  // where none does, posts skip the fence.
-  if (sleeps_) {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (header_word(memory_, kSleepersOffset).load(std::memory_order_relaxed) > 0) {
-      header_word(memory_, kWakesOffset).fetch_add(1);
-      futex_wake_all(header_pointer(memory_, kWakesOffset));
-    }
-  }
+  // Published by the word's release below; no reader acknowledges before it sees the word.
+  uint64_t* own = slot(rank_, sequence);
+  std::atomic_ref<uint64_t>(own[1]).store(reinterpret_cast<uint64_t>(address),
+                                          std::memory_order_relaxed);
+  std::atomic_ref<uint64_t>(own[kReadersWord]).store(0, std::memory_order_relaxed);
+  std::atomic_ref<uint64_t>(own[0]).store(mine, std::memory_order_release);
+  wake_sleepers();
   bool same = true;
   int next = 0;  // members before `next` have posted and been compared
   unsigned polls = 0;
@@ -310,19 +305,55 @@ bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm c
     }
     return false;
   };
+  if (!all_posted()) wait(all_posted, comm, op, comm_name);
+  return same;
+}
+
+void FingerprintBoard::acknowledge(int source, uint64_t sequence) const {
+  std::atomic_ref<uint64_t>(slot(source, sequence)[kReadersWord])
+      .fetch_add(1, std::memory_order_release);
+  wake_sleepers();
+}
+
+void FingerprintBoard::await_readers(uint64_t sequence, int readers, MPI_Comm comm,
+                                     const char* op, const std::string& comm_name,
+                                     const std::function<void()>& between_polls) const {
+  std::atomic_ref<uint64_t> acknowledged(slot(rank_, sequence)[kReadersWord]);
+  unsigned polls = 0;
+  auto all_read = [&] {
+    if (acknowledged.load(std::memory_order_acquire) == static_cast<uint64_t>(readers))
+      return true;
+    if (++polls % 64 == 0) between_polls();
+    return false;
+  };
+  if (!all_read()) wait(all_read, comm, op, comm_name);
+}
+
+void FingerprintBoard::wake_sleepers() const {
+  // The post before the look at `sleepers`; a sleeper counts itself before its last look at the
+  // slots: one of the two sees the other. Members of one machine all sleep or none does, so
+  // where none does, posts skip the fence.
+  if (!sleeps_) return;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (header_word(memory_, kSleepersOffset).load(std::memory_order_relaxed) > 0) {
+    header_word(memory_, kWakesOffset).fetch_add(1);
+    futex_wake_all(header_pointer(memory_, kWakesOffset));
+  }
+}
+
+void FingerprintBoard::wait(const std::function<bool()>& ready, MPI_Comm comm, const char* op,
+                            const std::string& comm_name) const {
   unsigned idles = 0;
   auto sleep = [&] {
     if (++idles <= kYieldsBeforeSleep) return std::this_thread::yield();
     const uint32_t seen = header_word(memory_, kWakesOffset).load(std::memory_order_acquire);
     header_word(memory_, kSleepersOffset).fetch_add(1);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (!all_posted()) futex_sleep(header_pointer(memory_, kWakesOffset), seen);
+    if (!ready()) futex_sleep(header_pointer(memory_, kWakesOffset), seen);
     header_word(memory_, kSleepersOffset).fetch_sub(1);
   };
-  if (!all_posted())
-    wait_until(all_posted, comm, op, comm_name.c_str(), true, 0,
-               sleeps_ ? std::function<void()>(sleep) : std::function<void()>());
-  return same;
+  wait_until(ready, comm, op, comm_name.c_str(), true, 0,
+             sleeps_ ? std::function<void()>(sleep) : std::function<void()>());
 }
 
 }  // namespace nnx::detail

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,16 @@ class FingerprintBoard {
              const std::string& comm_name, const void* address = nullptr);
   const void* address(int member, uint64_t sequence) const;
 
+  // A member done reading member `source`'s input of collective `sequence` acknowledges it.
+  void acknowledge(int source, uint64_t sequence) const;
+  // Waits, as agree does, until `readers` members have acknowledged this member's input of
+  // `sequence`, calling `between_polls` every few polls (a member may need something of it).
+  void await_readers(uint64_t sequence, int readers, MPI_Comm comm, const char* op,
+                     const std::string& comm_name,
+                     const std::function<void()>& between_polls) const;
+  // Wakes the members sleeping in a wait here, so they look again (after a message to them).
+  void wake_sleepers() const;
+
   // Inputs of at most this many bytes per member may be read directly from the members' memory
   // (equal on every member; 0 where some member cannot read another's).
   size_t direct_limit() const { return direct_limit_; }
@@ -62,6 +73,10 @@ class FingerprintBoard {
   FingerprintBoard(void* memory, size_t bytes, size_t capacity, size_t direct_limit,
                    std::vector<pid_t> pids, int rank, int size);
   uint64_t* slot(int member, uint64_t sequence) const;
+  // Polls `ready` until it holds: spinning, yielding, and where sleeps_, sleeping (without
+  // hanging, as wait_until).
+  void wait(const std::function<bool()>& ready, MPI_Comm comm, const char* op,
+            const std::string& comm_name) const;
 
   void* memory_;
   size_t bytes_;

@@ -360,28 +360,47 @@ TEST_CASE("the board takes empty, half, strided and overlapping inputs, other di
   }
 }
 
-TEST_CASE("a direct read that fails is an error on every member, and the group stays in step",
+TEST_CASE("a refused direct read is asked of its member through MPI, with the same values",
           "[ranks2][ranks4]") {
   nnx_test::CheckingMode checking(false);
   auto world = nnx::Communicator::world();
   const int n = world.size(), me = world.rank();
   if (!direct_expected(world)) return;
   auto x = torch::full({50000}, static_cast<float>(me));  // 200 KB: read directly
+  const auto gathered = torch::arange(n).to(torch::kFloat).repeat_interleave(50000);
+  const auto scattered = torch::full({50000 / n}, static_cast<float>(n * (n - 1) / 2));
+  int64_t asked = nnx::detail::direct_reads_asked();
+  auto asked_since = [&] {
+    const int64_t before = asked;
+    asked = nnx::detail::direct_reads_asked();
+    return asked - before;
+  };
+  // The last member's first read of an all_gather fails.
   if (me == n - 1) nnx::detail::fail_direct_read();
-  CHECK_THROWS_WITH(world.all_gather(x, 0),
-                    Contains("reading the members' inputs directly over 'world' failed") &&
-                        Contains(me == n - 1 ? "this rank could not read member"
-                                             : "another member could not read") &&
-                        Contains("NNX_DIRECT_COLLECTIVE_BYTES=0"));
-  // So does a direct reduce_scatter's.
-  if (me == 0) nnx::detail::fail_direct_read();
-  CHECK_THROWS_WITH(world.reduce_scatter(x, 0),
-                    Contains("reading the members' inputs directly over 'world' failed") &&
-                        Contains(me == 0 ? "this rank could not read member"
-                                         : "another member could not read"));
-  // So does an all_reduce's, whether a member fails to read the others' inputs (its first read)
-  // or their sums (20000 floats: one block per member's chunk, so the n - 1 reads before the sums
-  // succeed), and where every member fails.
+  CHECK(torch::equal(world.all_gather(x, 0), gathered));
+  CHECK(asked_since() == (me == n - 1 ? 1 : 0));
+  // Member 0's last block of a reduce_scatter (50000 / n floats per member: one block each).
+  if (me == 0) nnx::detail::fail_direct_read(n - 2);
+  CHECK(torch::equal(world.reduce_scatter(x, 0), scattered));
+  CHECK(asked_since() == (me == 0 ? 1 : 0));
+  // Every member's first read of an all_to_all: each asks while others ask of it.
+  auto rows = torch::arange(50000 * n).to(torch::kFloat) + 1e6 * me;
+  std::vector<at::Tensor> received;
+  for (int r = 0; r < n; ++r)
+    received.push_back(torch::arange(50000 * me, 50000 * (me + 1)).to(torch::kFloat) + 1e6 * r);
+  nnx::detail::fail_direct_read();
+  CHECK(torch::equal(world.all_to_all(rows, 0, 0), torch::cat(received, 0)));
+  CHECK(asked_since() == 1);
+  // A broadcast's reader.
+  auto b = me == 0 ? torch::full({50000}, 7.0f) : torch::zeros({50000});
+  if (me == n - 1) nnx::detail::fail_direct_read();
+  world.broadcast_(b, 0);
+  CHECK(torch::equal(b, torch::full({50000}, 7.0f)));
+  CHECK(asked_since() == (me == n - 1 ? 1 : 0));
+
+  // An all_reduce's failed read is an error on every member, whether a member fails to read the
+  // others' inputs (its first read) or their sums (20000 floats: one block per member's chunk,
+  // so the n - 1 reads before the sums succeed), and where every member fails.
   auto s = torch::full({20000}, static_cast<float>(me));
   for (int after : {0, n - 1}) {
     CAPTURE(after);
