@@ -7,10 +7,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <thread>
 #include <vector>
 
 namespace nnx::detail {
@@ -20,6 +23,7 @@ namespace {
 std::atomic<int64_t> direct_runs{0};
 std::atomic<int64_t> asked_reads{0};
 std::atomic<int> reads_before_failure{-1};  // -1: none fails
+std::atomic<int> milliseconds_before_reads{0};
 
 // What members post after an all-reduce's reads (at sequence + 1 and + 2): all done, or some read
 // failed.
@@ -33,6 +37,12 @@ struct Ask {
   uint64_t sequence, offset, bytes;
 };
 
+// This member's input, as the others may ask for parts of it (null: nobody reads it).
+struct Input {
+  const void* data;
+  size_t bytes;
+};
+
 // A refused read: which member, and the kernel's reason.
 struct Refusal {
   int member;
@@ -43,6 +53,8 @@ struct Refusal {
 // kernel refuses (or a test made this read fail).
 bool read_directly(const DirectCall& call, int member, const void* remote, void* local,
                    size_t bytes) {
+  if (const int pause = milliseconds_before_reads.exchange(0); pause > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause));
   if (reads_before_failure.load() >= 0 && reads_before_failure.fetch_sub(1) == 0) {
     errno = EPERM;
     return false;
@@ -51,21 +63,24 @@ bool read_directly(const DirectCall& call, int member, const void* remote, void*
 }
 
 // Sends every member the bytes it has asked of this member's input `mine`.
-void answer_asks(const DirectCall& call, const void* mine) {
+void answer_asks(const DirectCall& call, Input mine) {
+  const MPI_Comm asks = call.board.asks();
   for (;;) {
     int asked = 0;
     MPI_Status status{};
-    MPI_Iprobe(MPI_ANY_SOURCE, kAskTag, call.comm, &asked, &status);
+    MPI_Iprobe(MPI_ANY_SOURCE, kAskTag, asks, &asked, &status);
     if (asked == 0) return;
     Ask ask{};
-    MPI_Recv(&ask, 3, MPI_UINT64_T, status.MPI_SOURCE, kAskTag, call.comm, MPI_STATUS_IGNORE);
-    if (mine == nullptr || ask.sequence != call.sequence)
-      throw_error(call.op, fmt::format("rank {} asked for bytes of collective #{} over '{}', "
-                                       "which this rank is not serving (it is in #{}); this is "
-                                       "a bug in nnx", status.MPI_SOURCE, ask.sequence,
-                                       call.comm_name, call.sequence));
-    MPI_Send(static_cast<const char*>(mine) + ask.offset, static_cast<int>(ask.bytes), MPI_BYTE,
-             status.MPI_SOURCE, kAnswerTag, call.comm);
+    MPI_Recv(&ask, 3, MPI_UINT64_T, status.MPI_SOURCE, kAskTag, asks, MPI_STATUS_IGNORE);
+    if (mine.data == nullptr || ask.sequence != call.sequence || ask.offset > mine.bytes ||
+        ask.bytes > mine.bytes - ask.offset)
+      throw_error(call.op, fmt::format("member {} asked for {} bytes at {} of collective #{} over "
+                                       "'{}', which this member does not hold (it is in #{}, "
+                                       "with {} bytes); this is a bug in nnx",
+                                       status.MPI_SOURCE, ask.bytes, ask.offset, ask.sequence,
+                                       call.comm_name, call.sequence, mine.bytes));
+    MPI_Send(static_cast<const char*>(mine.data) + ask.offset, static_cast<int>(ask.bytes),
+             MPI_BYTE, status.MPI_SOURCE, kAnswerTag, asks);
   }
 }
 
@@ -73,19 +88,22 @@ void answer_asks(const DirectCall& call, const void* mine) {
 // memory, or, where the kernel refuses, asked of the member through MPI (it keeps its input until
 // this member acknowledges it). Meanwhile this member answers what others ask of `mine`.
 void read_or_ask(const DirectCall& call, int member, size_t offset, void* local, size_t bytes,
-                 const void* mine) {
+                 Input mine) {
   if (bytes == 0) return;
   const auto* theirs = static_cast<const char*>(call.board.address(member, call.sequence));
   if (read_directly(call, member, theirs + offset, local, bytes)) return;
   ++asked_reads;
-  MPI_Request answer = MPI_REQUEST_NULL;
-  MPI_Irecv(local, static_cast<int>(bytes), MPI_BYTE, member, kAnswerTag, call.comm, &answer);
-  Ask ask{call.sequence, offset, bytes};
-  MPI_Send(&ask, 3, MPI_UINT64_T, member, kAskTag, call.comm);
+  const MPI_Comm asks = call.board.asks();
+  // The answer's receive is posted before the ask leaves, and neither blocks: members may ask
+  // each other at once.
+  std::array<MPI_Request, 2> requests{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  MPI_Irecv(local, static_cast<int>(bytes), MPI_BYTE, member, kAnswerTag, asks, &requests[0]);
+  const Ask ask{call.sequence, offset, bytes};
+  MPI_Isend(&ask, 3, MPI_UINT64_T, member, kAskTag, asks, &requests[1]);
   call.board.wake_sleepers();
   auto answered = [&] {
     int done = 0;
-    MPI_Test(&answer, &done, MPI_STATUS_IGNORE);
+    MPI_Testall(2, requests.data(), &done, MPI_STATUSES_IGNORE);
     if (done == 0) answer_asks(call, mine);
     return done != 0;
   };
@@ -94,7 +112,7 @@ void read_or_ask(const DirectCall& call, int member, size_t offset, void* local,
 
 // Ends a collective that only reads: this member keeps its input `mine` until `readers` members
 // have acknowledged it, answering what they ask of it meanwhile.
-void await_readers(const DirectCall& call, const void* mine, int readers) {
+void await_readers(const DirectCall& call, Input mine, int readers) {
   ++direct_runs;
   call.board.await_readers(call.sequence, readers, call.comm, call.op, call.comm_name,
                            [&] { answer_asks(call, mine); });
@@ -178,39 +196,45 @@ int64_t direct_reads_asked() { return asked_reads.load(); }
 
 void fail_direct_read(int after) { reads_before_failure = after; }
 
+void pause_direct_reads(int milliseconds) { milliseconds_before_reads = milliseconds; }
+
 void direct_all_gather(const DirectCall& call, const void* mine, void* out, size_t bytes) {
   auto* to = static_cast<char*>(out);
   each_other_member(call, [&](int m) {
-    read_or_ask(call, m, 0, to + m * bytes, bytes, mine);
+    read_or_ask(call, m, 0, to + m * bytes, bytes, {mine, bytes});
     call.board.acknowledge(m, call.sequence);
   });
   if (bytes > 0) std::memcpy(to + call.me * bytes, mine, bytes);
-  await_readers(call, mine, call.members - 1);
+  await_readers(call, {mine, bytes}, call.members - 1);
 }
 
 void direct_all_to_all(const DirectCall& call, const void* mine, void* out, size_t chunk_bytes) {
   auto* to = static_cast<char*>(out);
   const size_t my_chunk = static_cast<size_t>(call.me) * chunk_bytes;
+  const Input input{mine, static_cast<size_t>(call.members) * chunk_bytes};
   each_other_member(call, [&](int m) {
-    read_or_ask(call, m, my_chunk, to + m * chunk_bytes, chunk_bytes, mine);
+    read_or_ask(call, m, my_chunk, to + m * chunk_bytes, chunk_bytes, input);
     call.board.acknowledge(m, call.sequence);
   });
   if (chunk_bytes > 0)
     std::memcpy(to + my_chunk, static_cast<const char*>(mine) + my_chunk, chunk_bytes);
-  await_readers(call, mine, call.members - 1);
+  await_readers(call, input, call.members - 1);
 }
 
 void direct_reduce_scatter(const DirectCall& call, const void* mine, void* out, int64_t numel,
                            at::ScalarType dtype) {
   check_combinable(dtype, call.op);
-  const size_t my_chunk = static_cast<size_t>(call.me * numel) * c10::elementSize(dtype);
+  const size_t chunk_bytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
+  const Input input{mine, static_cast<size_t>(call.members) * chunk_bytes};
+  const size_t my_chunk = static_cast<size_t>(call.me) * chunk_bytes;
   reduce_in_blocks(call, static_cast<const char*>(mine), my_chunk, static_cast<char*>(out), numel,
-                   dtype, ReduceOp::sum, [&](int m, size_t at, char* into, size_t bytes) {
-                     read_or_ask(call, m, at, into, bytes, mine);
+                   dtype, ReduceOp::sum,
+                   [&](int m, size_t at, char* into, size_t bytes) {
+                     read_or_ask(call, m, at, into, bytes, input);
                      return true;
                    });
   each_other_member(call, [&](int m) { call.board.acknowledge(m, call.sequence); });
-  await_readers(call, mine, call.members - 1);
+  await_readers(call, input, call.members - 1);
 }
 
 void direct_all_reduce(const DirectCall& call, void* buffer, int64_t numel, at::ScalarType dtype,
@@ -237,9 +261,9 @@ void direct_all_reduce(const DirectCall& call, void* buffer, int64_t numel, at::
 }
 
 void direct_broadcast(const DirectCall& call, int root, void* out, size_t bytes) {
-  if (call.me == root) return await_readers(call, out, call.members - 1);
+  if (call.me == root) return await_readers(call, {out, bytes}, call.members - 1);
   ++direct_runs;
-  read_or_ask(call, root, 0, out, bytes, nullptr);
+  read_or_ask(call, root, 0, out, bytes, {nullptr, 0});
   call.board.acknowledge(root, call.sequence);
 }
 

@@ -60,5 +60,7 @@ void direct_broadcast(const DirectCall& call, int root, void* out, size_t bytes)
 // Makes this process's direct read after the next `after` fail as a refused one would (for
 // tests).
 void fail_direct_read(int after = 0);
+// Makes this process wait `milliseconds` before its next direct read (for tests).
+void pause_direct_reads(int milliseconds);
 
 }  // namespace nnx::detail

@@ -100,12 +100,13 @@ size_t wanted_capacity() {
 }
 
 // Bytes of input per member up to which collectives read the members' inputs directly:
-// NNX_DIRECT_COLLECTIVE_BYTES (0: never), else 16 MiB (above that, MPI's own all-gather did as
-// well or better in tools/bench/collectives.cpp). Member 0's value holds for all.
+// NNX_DIRECT_COLLECTIVE_BYTES (0: never; at most 1 GiB, so that a read asked through MPI fits
+// its int count), else 16 MiB (above that, MPI's own all-gather did as well or better in
+// tools/bench/collectives.cpp). Member 0's value holds for all.
 size_t wanted_direct_limit() {
   const char* env = std::getenv("NNX_DIRECT_COLLECTIVE_BYTES");
   if (env == nullptr || *env == '\0') return size_t{16} << 20;
-  const long long bytes = std::atoll(env);
+  const long long bytes = std::min(std::atoll(env), 1LL << 30);
   return bytes <= 0 ? 0 : static_cast<size_t>(bytes);
 }
 
@@ -150,12 +151,13 @@ int64_t fingerprint_boards_open() { return boards_open.load(); }
 void refuse_next_board_probe() { refuse_next_probe = true; }
 
 FingerprintBoard::FingerprintBoard(void* memory, size_t bytes, size_t capacity,
-                                   size_t direct_limit, std::vector<pid_t> pids, int rank,
-                                   int size)
+                                   size_t direct_limit, MPI_Comm asks, std::vector<pid_t> pids,
+                                   int rank, int size)
     : memory_(memory),
       bytes_(bytes),
       capacity_(capacity),
       direct_limit_(direct_limit),
+      asks_(asks),
       pids_(std::move(pids)),
       rank_(rank),
       size_(size),
@@ -164,6 +166,9 @@ FingerprintBoard::FingerprintBoard(void* memory, size_t bytes, size_t capacity,
 }
 
 FingerprintBoard::~FingerprintBoard() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (asks_ != MPI_COMM_NULL && finalized == 0) MPI_Comm_free(&asks_);
   munmap(memory_, bytes_);
   --boards_open;
 }
@@ -261,10 +266,13 @@ std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank
   }
   std::vector<pid_t> pids(static_cast<size_t>(size));
   for (int m = 0; m < size; ++m) pids[m] = static_cast<pid_t>(seats[4 * m + 2]);
+  // Where members read directly, a communicator of their own carries the reads they ask instead.
+  MPI_Comm asks = MPI_COMM_NULL;
+  if (all_done[1] != 0) watched([&](MPI_Request* r) { MPI_Comm_idup(comm, &asks, r); });
   return std::unique_ptr<FingerprintBoard>(new FingerprintBoard(
       memory, segment_bytes(), announced.capacity,
-      all_done[1] != 0 ? static_cast<size_t>(announced.direct_limit) : 0, std::move(pids), rank,
-      size));
+      all_done[1] != 0 ? static_cast<size_t>(announced.direct_limit) : 0, asks,
+      std::move(pids), rank, size));
 }
 
 const void* FingerprintBoard::address(int member, uint64_t sequence) const {
@@ -326,7 +334,7 @@ void FingerprintBoard::await_readers(uint64_t sequence, int readers, MPI_Comm co
     if (++polls % 64 == 0) between_polls();
     return false;
   };
-  if (!all_read()) wait(all_read, comm, op, comm_name);
+  if (!all_read()) wait(all_read, comm, op, comm_name, between_polls);
 }
 
 void FingerprintBoard::wake_sleepers() const {
@@ -342,13 +350,15 @@ void FingerprintBoard::wake_sleepers() const {
 }
 
 void FingerprintBoard::wait(const std::function<bool()>& ready, MPI_Comm comm, const char* op,
-                            const std::string& comm_name) const {
+                            const std::string& comm_name,
+                            const std::function<void()>& before_sleep) const {
   unsigned idles = 0;
   auto sleep = [&] {
     if (++idles <= kYieldsBeforeSleep) return std::this_thread::yield();
     const uint32_t seen = header_word(memory_, kWakesOffset).load(std::memory_order_acquire);
     header_word(memory_, kSleepersOffset).fetch_add(1);
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (before_sleep) before_sleep();
     if (!ready()) futex_sleep(header_pointer(memory_, kWakesOffset), seen);
     header_word(memory_, kSleepersOffset).fetch_sub(1);
   };

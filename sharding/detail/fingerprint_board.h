@@ -61,6 +61,9 @@ class FingerprintBoard {
   // Copies `bytes` at `remote` in member `member`'s memory into `local`; false, with errno set,
   // where the kernel refuses.
   bool read(int member, const void* remote, void* local, size_t bytes) const;
+  // Where members ask each other for what the kernel would not let them read (direct_limit() >
+  // 0): a communicator of the board's own, so no other message on the members' one matches.
+  MPI_Comm asks() const { return asks_; }
 
   // Bytes of input each member can pass on the board per collective (equal on every member; 0
   // where the segment has no room for data). Regions alternate by sequence parity: a member
@@ -71,17 +74,20 @@ class FingerprintBoard {
 
  private:
   FingerprintBoard(void* memory, size_t bytes, size_t capacity, size_t direct_limit,
-                   std::vector<pid_t> pids, int rank, int size);
+                   MPI_Comm asks, std::vector<pid_t> pids, int rank, int size);
   uint64_t* slot(int member, uint64_t sequence) const;
   // Polls `ready` until it holds: spinning, yielding, and where sleeps_, sleeping (without
   // hanging, as wait_until).
+  // `before_sleep` runs just before the last look, so nothing it would see is slept through.
   void wait(const std::function<bool()>& ready, MPI_Comm comm, const char* op,
-            const std::string& comm_name) const;
+            const std::string& comm_name,
+            const std::function<void()>& before_sleep = nullptr) const;
 
   void* memory_;
   size_t bytes_;
   size_t capacity_;
   size_t direct_limit_;
+  MPI_Comm asks_;  // a duplicate of the members' communicator, where direct_limit_ > 0
   std::vector<pid_t> pids_;  // by member
   int rank_;
   int size_;

@@ -210,8 +210,9 @@ TEST_CASE("small and large collectives interleaved stay in step", "[ranks2][rank
     auto x = torch::full({numel}, static_cast<double>(me + i));
     world.all_reduce_(x);
     REQUIRE(torch::equal(x, torch::full({numel}, static_cast<double>(n * i + n * (n - 1) / 2))));
-    // 2 floats lie on the board, 8192 are read directly (each direct call takes two sequence
-    // numbers, a direct all_reduce three: the board's regions and slots must still line up).
+    // 2 floats lie on the board, 8192 are read directly (a direct all_gather takes one sequence
+    // number and lets members leave as soon as their readers are done, a direct all_reduce takes
+    // three: the board's regions and slots must still line up).
     const int64_t width = i % 4 == 1 ? 8192 : 2;
     auto g = world.all_gather(torch::full({width}, static_cast<float>(i * n + me)), 0);
     REQUIRE(torch::equal(g, (torch::arange(n) + i * n).to(torch::kFloat).repeat_interleave(width)));
@@ -360,15 +361,46 @@ TEST_CASE("the board takes empty, half, strided and overlapping inputs, other di
   }
 }
 
+TEST_CASE("a direct collective's members keep their inputs until a slow reader has read them",
+          "[ranks2][ranks4]") {
+  nnx_test::CheckingMode checking(false);
+  auto world = nnx::Communicator::world();
+  const int n = world.size(), me = world.rank();
+  if (!direct_expected(world)) return;
+  // The last member starts reading 100 ms late; the others overwrite their inputs as soon as
+  // their calls return, so a member that left before its reader was done shows as -1s.
+  auto x = torch::full({50000}, static_cast<float>(me + 1));
+  if (me == n - 1) nnx::detail::pause_direct_reads(100);
+  auto g = world.all_gather(x, 0);
+  x.fill_(-1);
+  CHECK(torch::equal(g, (torch::arange(n) + 1).to(torch::kFloat).repeat_interleave(50000)));
+  auto rows = torch::arange(50000 * n).to(torch::kFloat) + 1e6 * me;
+  if (me == n - 1) nnx::detail::pause_direct_reads(100);
+  auto exchanged = world.all_to_all(rows, 0, 0);
+  rows.fill_(-1);
+  std::vector<at::Tensor> received;
+  for (int r = 0; r < n; ++r)
+    received.push_back(torch::arange(50000 * me, 50000 * (me + 1)).to(torch::kFloat) + 1e6 * r);
+  CHECK(torch::equal(exchanged, torch::cat(received, 0)));
+  auto b = me == 0 ? torch::full({50000}, 7.0f) : torch::zeros({50000});
+  if (me == n - 1) nnx::detail::pause_direct_reads(100);
+  world.broadcast_(b, 0);
+  if (me == 0) b.fill_(-1);
+  else CHECK(torch::equal(b, torch::full({50000}, 7.0f)));
+  auto y = torch::ones({4});
+  world.all_reduce_(y);  // still in step
+  CHECK(torch::equal(y, torch::full({4}, static_cast<float>(n))));
+}
+
 TEST_CASE("a refused direct read is asked of its member through MPI, with the same values",
           "[ranks2][ranks4]") {
   nnx_test::CheckingMode checking(false);
   auto world = nnx::Communicator::world();
   const int n = world.size(), me = world.rank();
   if (!direct_expected(world)) return;
-  auto x = torch::full({50000}, static_cast<float>(me));  // 200 KB: read directly
-  const auto gathered = torch::arange(n).to(torch::kFloat).repeat_interleave(50000);
-  const auto scattered = torch::full({50000 / n}, static_cast<float>(n * (n - 1) / 2));
+  auto x = torch::full({50000}, static_cast<float>(me + 1));  // 200 KB: read directly
+  const auto gathered = (torch::arange(n) + 1).to(torch::kFloat).repeat_interleave(50000);
+  const auto scattered = torch::full({50000 / n}, static_cast<float>(n * (n + 1) / 2));
   int64_t asked = nnx::detail::direct_reads_asked();
   auto asked_since = [&] {
     const int64_t before = asked;
@@ -379,10 +411,19 @@ TEST_CASE("a refused direct read is asked of its member through MPI, with the sa
   if (me == n - 1) nnx::detail::fail_direct_read();
   CHECK(torch::equal(world.all_gather(x, 0), gathered));
   CHECK(asked_since() == (me == n - 1 ? 1 : 0));
-  // Member 0's last block of a reduce_scatter (50000 / n floats per member: one block each).
+  // Member 0's last read of a reduce_scatter (50000 / n floats per member: one block each).
   if (me == 0) nnx::detail::fail_direct_read(n - 2);
   CHECK(torch::equal(world.reduce_scatter(x, 0), scattered));
   CHECK(asked_since() == (me == 0 ? 1 : 0));
+  // A block past the first: 40000 floats per member's chunk are two blocks, the second partial;
+  // each member's chunk holds its position, so a block asked at the wrong offset shows.
+  auto wide = torch::arange(40000 * n).to(torch::kFloat).remainder(40000 * n - 7) + me;
+  if (me == n - 1) nnx::detail::fail_direct_read(n - 1);  // the second block's first read
+  const auto chunk_sums =
+      (torch::arange(40000 * n).to(torch::kFloat).remainder(40000 * n - 7) * n +
+       n * (n - 1) / 2).narrow(0, 40000 * me, 40000);
+  CHECK(torch::equal(world.reduce_scatter(wide, 0), chunk_sums));
+  CHECK(asked_since() == (me == n - 1 ? 1 : 0));
   // Every member's first read of an all_to_all: each asks while others ask of it.
   auto rows = torch::arange(50000 * n).to(torch::kFloat) + 1e6 * me;
   std::vector<at::Tensor> received;
@@ -397,7 +438,6 @@ TEST_CASE("a refused direct read is asked of its member through MPI, with the sa
   world.broadcast_(b, 0);
   CHECK(torch::equal(b, torch::full({50000}, 7.0f)));
   CHECK(asked_since() == (me == n - 1 ? 1 : 0));
-
   // An all_reduce's failed read is an error on every member, whether a member fails to read the
   // others' inputs (its first read) or their sums (20000 floats: one block per member's chunk,
   // so the n - 1 reads before the sums succeed), and where every member fails.
@@ -426,10 +466,8 @@ TEST_CASE("a refused direct read is asked of its member through MPI, with the sa
   auto summed = s.clone();
   world.all_reduce_(summed);
   CHECK(torch::equal(summed, torch::full({20000}, static_cast<float>(n * (n - 1) / 2))));
-  CHECK(torch::equal(world.reduce_scatter(x, 0),
-                     torch::full({50000 / n}, static_cast<float>(n * (n - 1) / 2))));
-  auto g = world.all_gather(x, 0);
-  CHECK(torch::equal(g, torch::arange(n).to(torch::kFloat).repeat_interleave(50000)));
+  CHECK(torch::equal(world.reduce_scatter(x, 0), scattered));
+  CHECK(torch::equal(world.all_gather(x, 0), gathered));
   auto y = torch::ones({4});
   world.all_reduce_(y);
   CHECK(torch::equal(y, torch::full({4}, static_cast<float>(n))));
