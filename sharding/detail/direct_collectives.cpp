@@ -3,6 +3,7 @@
 #include <nnx/core/error.h>
 #include <nnx/sharding/detail/collective_wait.h>
 #include <nnx/sharding/detail/combine.h>
+#include <nnx/sharding/detail/exit_protocol.h>
 
 #include <fmt/format.h>
 
@@ -72,13 +73,15 @@ void answer_asks(const DirectCall& call, Input mine) {
     if (asked == 0) return;
     Ask ask{};
     MPI_Recv(&ask, 3, MPI_UINT64_T, status.MPI_SOURCE, kAskTag, asks, MPI_STATUS_IGNORE);
+    // The asker waits for an answer and this member may not leave without its acknowledgment:
+    // a wrong ask cannot be recovered from, so it ends the job.
     if (mine.data == nullptr || ask.sequence != call.sequence || ask.offset > mine.bytes ||
         ask.bytes > mine.bytes - ask.offset)
-      throw_error(call.op, fmt::format("member {} asked for {} bytes at {} of collective #{} over "
-                                       "'{}', which this member does not hold (it is in #{}, "
-                                       "with {} bytes); this is a bug in nnx",
-                                       status.MPI_SOURCE, ask.bytes, ask.offset, ask.sequence,
-                                       call.comm_name, call.sequence, mine.bytes));
+      abort_job(fmt::format("in {}: member {} asked for {} bytes at {} of collective #{} over "
+                            "'{}', which this member does not hold (it is in #{}, with {} "
+                            "bytes); this is a bug in nnx",
+                            call.op, status.MPI_SOURCE, ask.bytes, ask.offset, ask.sequence,
+                            call.comm_name, call.sequence, mine.bytes));
     MPI_Send(static_cast<const char*>(mine.data) + ask.offset, static_cast<int>(ask.bytes),
              MPI_BYTE, status.MPI_SOURCE, kAnswerTag, asks);
   }

@@ -387,6 +387,7 @@ TEST_CASE("a direct collective's members keep their inputs until a slow reader h
   world.broadcast_(b, 0);
   if (me == 0) b.fill_(-1);
   else CHECK(torch::equal(b, torch::full({50000}, 7.0f)));
+  nnx::detail::pause_direct_reads(0);  // unused where a call did not read directly
   auto y = torch::ones({4});
   world.all_reduce_(y);  // still in step
   CHECK(torch::equal(y, torch::full({4}, static_cast<float>(n))));
@@ -471,4 +472,5 @@ TEST_CASE("a refused direct read is asked of its member through MPI, with the sa
   auto y = torch::ones({4});
   world.all_reduce_(y);
   CHECK(torch::equal(y, torch::full({4}, static_cast<float>(n))));
+  nnx::detail::fail_direct_read(-1);  // unused where a call did not read directly
 }
