@@ -338,9 +338,9 @@ void FingerprintBoard::await_readers(uint64_t sequence, int readers, MPI_Comm co
 }
 
 void FingerprintBoard::wake_sleepers() const {
-  // The post before the look at `sleepers`; a sleeper counts itself before its last look at the
-  // slots: one of the two sees the other. Members of one machine all sleep or none does, so
-  // where none does, posts skip the fence.
+  // The post (or acknowledgment, or ask) before the look at `sleepers`; a sleeper counts itself
+  // before its last look: one of the two sees the other. Members of one machine all sleep or
+  // none does, so where none does, this skips the fence.
   if (!sleeps_) return;
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (header_word(memory_, kSleepersOffset).load(std::memory_order_relaxed) > 0) {

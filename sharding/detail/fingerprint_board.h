@@ -77,8 +77,8 @@ class FingerprintBoard {
                    MPI_Comm asks, std::vector<pid_t> pids, int rank, int size);
   uint64_t* slot(int member, uint64_t sequence) const;
   // Polls `ready` until it holds: spinning, yielding, and where sleeps_, sleeping (without
-  // hanging, as wait_until).
-  // `before_sleep` runs just before the last look, so nothing it would see is slept through.
+  // hanging, as wait_until). `before_sleep` runs just before the last look before a sleep, so
+  // nothing it would see is slept through.
   void wait(const std::function<bool()>& ready, MPI_Comm comm, const char* op,
             const std::string& comm_name,
             const std::function<void()>& before_sleep = nullptr) const;
