@@ -61,6 +61,18 @@ bool direct_expected(const nnx::Communicator& world) {
   return all_read.item<int>() == 1;
 }
 
+
+// An all_to_all read directly: member `from`'s rows (50000 floats per member's chunk), and what
+// member `me` receives of all `n` members' rows.
+at::Tensor direct_rows(int n, int from) {
+  return torch::arange(50000 * n).to(torch::kFloat) + 1e6 * from;
+}
+at::Tensor direct_rows_received(int n, int me) {
+  std::vector<at::Tensor> received;
+  for (int r = 0; r < n; ++r) received.push_back(direct_rows(n, r).narrow(0, 50000 * me, 50000));
+  return torch::cat(received, 0);
+}
+
 }  // namespace
 
 TEST_CASE("collectives on the board, by direct reads and through MPI equal their definitions",
@@ -374,14 +386,11 @@ TEST_CASE("a direct collective's members keep their inputs until a slow reader h
   auto g = world.all_gather(x, 0);
   x.fill_(-1);
   CHECK(torch::equal(g, (torch::arange(n) + 1).to(torch::kFloat).repeat_interleave(50000)));
-  auto rows = torch::arange(50000 * n).to(torch::kFloat) + 1e6 * me;
+  auto rows = direct_rows(n, me);
   if (me == n - 1) nnx::detail::pause_direct_reads(100);
   auto exchanged = world.all_to_all(rows, 0, 0);
   rows.fill_(-1);
-  std::vector<at::Tensor> received;
-  for (int r = 0; r < n; ++r)
-    received.push_back(torch::arange(50000 * me, 50000 * (me + 1)).to(torch::kFloat) + 1e6 * r);
-  CHECK(torch::equal(exchanged, torch::cat(received, 0)));
+  CHECK(torch::equal(exchanged, direct_rows_received(n, me)));
   auto b = me == 0 ? torch::full({50000}, 7.0f) : torch::zeros({50000});
   if (me == n - 1) nnx::detail::pause_direct_reads(100);
   world.broadcast_(b, 0);
@@ -426,12 +435,8 @@ TEST_CASE("a refused direct read is asked of its member through MPI, with the sa
   CHECK(torch::equal(world.reduce_scatter(wide, 0), chunk_sums));
   CHECK(asked_since() == (me == n - 1 ? 1 : 0));
   // Every member's first read of an all_to_all: each asks while others ask of it.
-  auto rows = torch::arange(50000 * n).to(torch::kFloat) + 1e6 * me;
-  std::vector<at::Tensor> received;
-  for (int r = 0; r < n; ++r)
-    received.push_back(torch::arange(50000 * me, 50000 * (me + 1)).to(torch::kFloat) + 1e6 * r);
   nnx::detail::fail_direct_read();
-  CHECK(torch::equal(world.all_to_all(rows, 0, 0), torch::cat(received, 0)));
+  CHECK(torch::equal(world.all_to_all(direct_rows(n, me), 0, 0), direct_rows_received(n, me)));
   CHECK(asked_since() == 1);
   // A broadcast's reader.
   auto b = me == 0 ? torch::full({50000}, 7.0f) : torch::zeros({50000});
