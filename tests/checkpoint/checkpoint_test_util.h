@@ -6,7 +6,7 @@
 
 #include "format_test_util.h"
 
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 #include <torch/types.h>
 #include <unistd.h>
 

@@ -1,6 +1,6 @@
 // CRC-32C against the published check values (RFC 3720 B.4), chaining, and agreement of the
 // SSE4.2 and table paths.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/checkpoint/crc32c.h>
 

@@ -1,5 +1,5 @@
 // Safetensors dtype sizes and the overflow-checked element and byte counts.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/checkpoint/dtype.h>
 #include <nnx/core/error.h>

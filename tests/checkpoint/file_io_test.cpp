@@ -1,5 +1,5 @@
 // Atomic writes, OutputFile / InputFile and their errors, and the plain file name rule.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/checkpoint/file_io.h>
 #include <nnx/core/error.h>

@@ -1,6 +1,6 @@
 // Manifest round trips, reading from a directory, and every rejection of parse_manifest: each
 // error names the manifest file and, where there is one, the variable path.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/checkpoint/file_io.h>
 #include <nnx/checkpoint/manifest.h>

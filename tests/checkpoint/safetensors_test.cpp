@@ -1,6 +1,6 @@
 // The safetensors writer's exact layout, reading back, hand-built headers, and every way a
 // header or file can be rejected (each error names the file and, where known, the tensor).
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/checkpoint/crc32c.h>
 #include <nnx/checkpoint/detail/write_pace.h>

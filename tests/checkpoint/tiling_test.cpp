@@ -1,6 +1,6 @@
 // The overlap search behind manifest chunk checks: the pairwise and grid searches agree, and
 // large layouts stay bounded.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/checkpoint/detail/tiling.h>
 

@@ -1,5 +1,5 @@
 // Error prefixes name the function that raised them, also from inside a lambda.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/core/error.h>
 

@@ -2,7 +2,7 @@
 // byte (plain or gzip) so the reader is checked against the format, not against itself.
 #pragma once
 
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 #include <unistd.h>
 #include <zlib.h>
 

@@ -4,7 +4,7 @@
 
 #include "data_test_util.h"
 
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 #include <torch/types.h>
 
 #include <atomic>

@@ -2,7 +2,7 @@
 // order, and the remainder is dropped or padded with -1 slots.
 #include <nnx/nnx.h>
 
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,5 +1,5 @@
 // split / merge / state / update / clone / pop and their errors, with Flax's filter rules.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include "test_modules.h"
 

@@ -5,7 +5,7 @@
 #include <nnx/sharding/device.h>
 
 #include <ATen/ATen.h>
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <cmath>
 #include <cstring>

@@ -1,7 +1,7 @@
 // A spec that does not fit the MeshContext's mesh: the model still builds, computes nothing for
 // that variable, and its first use (a forward pass, nnx::state, an optimizer) raises an error
 // that names the variable's path, the shape, the spec and the fix.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/nnx.h>
 

@@ -1,5 +1,5 @@
 // Metadata, PartitionSpec and the with_partitioning / with_metadata wrappers.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include "test_modules.h"
 

@@ -1,7 +1,7 @@
 // Mixed placement: a model on no mesh trained on a batch sharded over the data axis is refused
 // (its gradients would silently differ per rank); a model placed on the mesh trains as on one
 // device, with the data sharded or whole.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/nnx.h>
 

@@ -1,6 +1,6 @@
 // Copies of modules: slicing, derived types, optional and shared_ptr fields, shared submodules,
 // stateless modules, and the storage rules of update, merge and clone.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include "test_modules.h"
 

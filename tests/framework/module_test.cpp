@@ -1,5 +1,5 @@
 // Modules: field registration, paths, containers, handles, training flags, submodules.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include "test_modules.h"
 

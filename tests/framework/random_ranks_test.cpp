@@ -1,6 +1,6 @@
 // Partitionable randomness across processes: each rank samples only its block of rows, and the
 // gathered blocks equal the whole array sampled on one process.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 #include <mpi.h>
 
 #include <nnx/nnx.h>

@@ -4,7 +4,7 @@
 #include <nnx/core/random.h>
 
 #include <ATen/ATen.h>
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <cmath>
 #include <functional>

@@ -1,5 +1,5 @@
 // nnx::Rngs against flax.nnx.Rngs semantics and JAX's key functions.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include "test_modules.h"
 

@@ -1,6 +1,6 @@
 // scan over stacked steps equals the step loop; gradient accumulation over micro-batches equals
 // one big batch; both on one process and data-parallel meshes.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/nnx.h>
 

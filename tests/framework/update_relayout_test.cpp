@@ -1,7 +1,7 @@
 // nnx::update keeps each variable's layout: a value laid out differently is moved into it (every
 // pair of layouts on a 2x2 mesh), a whole value is sliced into its blocks, and a value on another
 // mesh is refused, naming the path and both layouts, with nothing updated.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/nnx.h>
 

@@ -1,6 +1,6 @@
 // value_and_grad on meshes: data-, tensor- and mixed-parallel layouts of a two-layer MLP give the
 // one-device loss and gradients after the framework's bucketed reduction.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/nnx.h>
 

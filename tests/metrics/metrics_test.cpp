@@ -2,7 +2,7 @@
 // sharded inputs on every layout giving the one-device results.
 #include <nnx/nnx.h>
 
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 #include <torch/types.h>
 #include <torch/utils.h>
 

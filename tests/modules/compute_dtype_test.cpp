@@ -1,6 +1,6 @@
 // Mixed precision as in Flax: a layer's `dtype` casts its inputs and float32 parameters for the
 // computation, the outputs come in that dtype, and the gradients come back in float32.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/nnx.h>
 

@@ -1,5 +1,5 @@
 // BatchNorm, Conv, MultiHeadAttention, LoRA, MLP and Sequential against LibTorch formulas.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/nnx.h>
 

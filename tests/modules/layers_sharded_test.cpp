@@ -1,6 +1,6 @@
 // Data-parallel BatchNorm and Conv: outputs, running statistics and reduced gradients equal the
 // one-device run.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/nnx.h>
 

@@ -1,6 +1,6 @@
 // Layers: Flax's defaults and key order, forward values against LibTorch, metadata, dropout
 // streams in the state, and a sharded Linear.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/nnx.h>
 

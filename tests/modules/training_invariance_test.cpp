@@ -1,7 +1,7 @@
 // Mesh invariance of training: an attention block and an MLP, created sharded under a
 // MeshContext, trained 5 Adam steps in float32 on data-parallel, tensor-parallel and mixed
 // layouts, follow the one-device run (losses and parameters within relative 1e-5).
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/nnx.h>
 

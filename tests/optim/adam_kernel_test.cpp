@@ -2,7 +2,7 @@
 // (optim/detail/adam_kernel.h), whose values equal nnx's pass on the CPU (optax's arithmetic)
 // bit for bit; other chains decline it and take the transformations' tensor ops, equal up to
 // rounding. Checked where there is a GPU.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/nnx.h>
 #include <nnx/optim/detail/adam_kernel.h>

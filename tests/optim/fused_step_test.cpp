@@ -3,7 +3,7 @@
 // several steps: bit for bit, except where a square root is taken (Adam, RMSProp). LibTorch's
 // CPU sqrt is a last bit off for about 1 in 150 elements; the fused loop's is correctly rounded,
 // as XLA's (optax's values: tests/peers/optax_peer.py). Chains the pass cannot take fall back.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/nnx.h>
 

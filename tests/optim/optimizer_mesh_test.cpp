@@ -1,6 +1,6 @@
 // Optimizer::update checks before it changes anything: the parameters and gradients must be on
 // the mesh the optimizer was built for, and the gradients must cover exactly its parameters.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include "optim_test_models.h"
 

@@ -1,6 +1,6 @@
 // Optimizer::state and load_state: the optimizer's variables under dotted paths (shared
 // handles, for checkpoints), and resuming from them exactly.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include "optim_test_models.h"
 

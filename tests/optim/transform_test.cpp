@@ -1,5 +1,5 @@
 // Optimizers and schedules against hand computations of optax's formulas.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/nnx.h>
 

@@ -1,7 +1,7 @@
 // ZeRO-1 through Metadata::optimizer_sharding: gradients reduce-scattered into the optimizer's
 // layout, moments holding 1/data-size of each block, updates all-gathered; training equals
 // training without it.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include "optim_test_models.h"
 

@@ -2,7 +2,7 @@
 // ones by reading the members' inputs directly (direct_collectives.h), the largest through MPI:
 // all against values computed locally, on 2 and 4 ranks, without the full check (which always
 // takes the MPI path).
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include "sharding_test_util.h"
 

@@ -1,5 +1,5 @@
 // Collectives of the MPI engine against values computed locally, on 1, 2, 4 and 8 ranks.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include "sharding_test_util.h"
 

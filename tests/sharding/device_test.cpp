@@ -1,6 +1,6 @@
 // Device queries, the device choice and intra-op thread defaults. Tests tagged [gpu] skip
 // themselves without a GPU.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/nnx.h>
 #include <nnx/sharding/detail/device_choice.h>

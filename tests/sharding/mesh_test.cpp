@@ -1,5 +1,5 @@
 // Meshes over the MPI world: row-major coordinates and the groups of each axis communicator.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/nnx.h>
 #include <nnx/sharding/detail/live_communicators.h>

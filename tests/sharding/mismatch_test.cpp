@@ -1,7 +1,7 @@
 // Collectives whose calls differ across ranks are errors on every rank, not garbage or a hang:
 // with the full check off, by the always-on fingerprint (dtype, element count) and make_mesh's
 // agreement; with it on (NNX_CHECK_COLLECTIVES=1), also by call path, naming each rank's line.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include "sharding_test_util.h"
 

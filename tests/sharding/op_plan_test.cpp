@@ -1,7 +1,7 @@
 // Op rule tables and planners as data: no MPI, no tensors (the plan cache's case aside). Every layout pair on a 2x2 mesh plans
 // to rows of the op's table, layouts that already fit a row cost nothing, and no plan receives
 // more than gathering both inputs whole would.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/nnx.h>
 #include <nnx/sharding/detail/ops_common.h>

@@ -1,7 +1,7 @@
 // Contractions and shape ops: matmul (2-d and batched), linear (column then row parallel),
 // reshape, flatten, transpose and concatenate on every test mesh and layout, against LibTorch
 // autograd on the whole tensors, with no fallback.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include "ops_test_util.h"
 

@@ -1,6 +1,6 @@
 // Elementwise ops, reductions, softmax, dropout and with_sharding_constraint on every test mesh
 // and layout: values and gradients equal LibTorch autograd on the whole tensors, no fallback.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include "ops_test_util.h"
 

@@ -1,7 +1,7 @@
 // Slicing and indexing (x[start:stop:step], x[i]) on every test mesh and layout, pending sums
 // included, against LibTorch autograd on the whole tensors: a whole dim is cut locally and keeps
 // its layout; a split dim is gathered once (a counted fallback).
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include "ops_test_util.h"
 

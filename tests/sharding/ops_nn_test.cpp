@@ -1,6 +1,6 @@
 // The layers' math (embedding lookup, layer and RMS norm, cross entropy, mean squared error,
 // attention) on every test mesh and layout against LibTorch autograd, and the ops' errors.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include "ops_test_util.h"
 

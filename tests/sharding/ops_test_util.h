@@ -9,7 +9,7 @@
 
 #include <torch/types.h>
 #include <torch/utils.h>
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <algorithm>
 #include <functional>

@@ -1,6 +1,6 @@
 // Redistribution plans as data: computed from two layouts alone (no MPI, no tensors), checked
 // step by step and by the bytes each rank receives, over every pair of layouts on a 2x4 mesh.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include <nnx/nnx.h>
 

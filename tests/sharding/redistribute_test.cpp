@@ -1,6 +1,6 @@
 // Redistribute between every pair of shardings of a 2-d array on 2-d meshes: exact values, the
 // right collectives, and gradients that follow the dual-placement rule.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include "sharding_test_util.h"
 

@@ -1,6 +1,6 @@
 // shard_map and its collectives: values as jax.lax defines them and gradients as their
 // transposes, on 2, 4 and 8 ranks.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include "sharding_test_util.h"
 

@@ -1,6 +1,6 @@
 // Sharded initialization: under a MeshContext or through eval_shape + materialize, each process
 // computes only its own blocks, and gathered values equal the one-device model bitwise.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include "sharding_test_util.h"
 

@@ -1,5 +1,5 @@
 // get_partition_spec / get_named_sharding with per-variable and scoped logical rules.
-#include <catch2/catch.hpp>
+#include "../catch_after_torch.h"
 
 #include "../framework/test_modules.h"
 
