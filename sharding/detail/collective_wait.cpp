@@ -10,7 +10,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,7 +34,7 @@ thread_local bool lazy = false;
 void set_lazy_waits(bool on) { lazy = on; }
 bool lazy_waits() { return lazy; }
 
-bool is_member(MPI_Comm comm, int world_rank) {
+int rank_in(MPI_Comm comm, int world_rank) {
   MPI_Group world_group, group;
   MPI_Comm_group(MPI_COMM_WORLD, &world_group);
   MPI_Comm_group(comm, &group);
@@ -43,8 +42,10 @@ bool is_member(MPI_Comm comm, int world_rank) {
   MPI_Group_translate_ranks(world_group, 1, &world_rank, group, &translated);
   MPI_Group_free(&group);
   MPI_Group_free(&world_group);
-  return translated != MPI_UNDEFINED;
+  return translated == MPI_UNDEFINED ? -1 : translated;
 }
+
+bool is_member(MPI_Comm comm, int world_rank) { return rank_in(comm, world_rank) >= 0; }
 
 void wait_for(MPI_Request* request, MPI_Comm comm, const char* op, const char* comm_name,
               bool watch_departures, double timeout_seconds) {
@@ -58,11 +59,16 @@ void wait_for(MPI_Request* request, MPI_Comm comm, const char* op, const char* c
 
 void wait_until(const std::function<bool()>& done, MPI_Comm comm, const char* op,
                 const char* comm_name, bool watch_departures, double timeout_seconds,
-                const std::function<void()>& idle) {
+                const std::function<void()>& idle,
+                const std::function<bool(int)>& departure_matters) {
+  auto matters = [&](int world_rank) {
+    return is_member(comm, world_rank) && (!departure_matters || departure_matters(world_rank));
+  };
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const double timeout = timeout_seconds > 0 ? timeout_seconds : collective_timeout_seconds();
-  std::optional<Clock::time_point> departure_seen;
+  bool departure_seen = false;
+  Clock::time_point departure_time{};
   int departed_member = -1;
   size_t departures_checked = 0;
   for (unsigned spins = 0;; ++spins) {
@@ -81,12 +87,17 @@ void wait_until(const std::function<bool()>& done, MPI_Comm comm, const char* op
     if (watch_departures && !departure_seen) {
       const std::vector<int> departed = departed_ranks();
       for (; departures_checked < departed.size() && !departure_seen; ++departures_checked)
-        if (is_member(comm, departed[departures_checked])) {
+        if (matters(departed[departures_checked])) {
           departed_member = departed[departures_checked];
-          departure_seen = now;
+          departure_seen = true;
+          departure_time = now;
         }
     }
-    if (departure_seen && now - *departure_seen > std::chrono::seconds(2))
+    // Looked at again before ending the job: what the member did before it left may have come
+    // into view since.
+    const bool waited_out = departure_seen && now - departure_time > std::chrono::seconds(2);
+    if (waited_out && !matters(departed_member)) departure_seen = false;
+    if (waited_out && departure_seen)
       abort_job(fmt::format("rank {} has left main while this rank waits in {} over '{}', which "
                             "it will never join; ending the job (a rank skipped a collective, or "
                             "returned early after an error)", departed_member, op, comm_name));

@@ -42,6 +42,8 @@ constexpr uint64_t kSlots = 4;
 constexpr size_t kLine = 64;
 constexpr uint64_t kSequenceBits = 0xFFFFFF;
 constexpr size_t kReadersWord = 2;  // in a slot: how many members have read the posted input
+constexpr size_t kReadMaskWord = 3;  // and which (members 0-63), for the departure check
+constexpr int kMaskedMembers = 64;
 static_assert(std::atomic_ref<uint64_t>::is_always_lock_free,
               "the board's words are shared between processes");
 
@@ -292,6 +294,7 @@ bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm c
   std::atomic_ref<uint64_t>(own[1]).store(reinterpret_cast<uint64_t>(address),
                                           std::memory_order_relaxed);
   std::atomic_ref<uint64_t>(own[kReadersWord]).store(0, std::memory_order_relaxed);
+  std::atomic_ref<uint64_t>(own[kReadMaskWord]).store(0, std::memory_order_relaxed);
   std::atomic_ref<uint64_t>(own[0]).store(mine, std::memory_order_release);
   wake_sleepers();
   bool same = true;
@@ -318,8 +321,11 @@ bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm c
 }
 
 void FingerprintBoard::acknowledge(int source, uint64_t sequence) const {
-  std::atomic_ref<uint64_t>(slot(source, sequence)[kReadersWord])
-      .fetch_add(1, std::memory_order_release);
+  uint64_t* theirs = slot(source, sequence);
+  if (rank_ < kMaskedMembers)
+    std::atomic_ref<uint64_t>(theirs[kReadMaskWord])
+        .fetch_or(uint64_t{1} << rank_, std::memory_order_relaxed);
+  std::atomic_ref<uint64_t>(theirs[kReadersWord]).fetch_add(1, std::memory_order_release);
   wake_sleepers();
 }
 
@@ -334,7 +340,14 @@ void FingerprintBoard::await_readers(uint64_t sequence, int readers, MPI_Comm co
     if (++polls % 64 == 0) between_polls();
     return false;
   };
-  if (!all_read()) wait(all_read, comm, op, comm_name, between_polls);
+  // A member that has left main can no longer read; one that read first does not matter.
+  std::atomic_ref<uint64_t> read_by(slot(rank_, sequence)[kReadMaskWord]);
+  auto departure_matters = [&](int world_rank) {
+    const int member = rank_in(comm, world_rank);
+    return member < 0 || member >= kMaskedMembers ||
+           (read_by.load(std::memory_order_acquire) >> member & 1) == 0;
+  };
+  if (!all_read()) wait(all_read, comm, op, comm_name, between_polls, departure_matters);
 }
 
 void FingerprintBoard::wake_sleepers() const {
@@ -351,7 +364,8 @@ void FingerprintBoard::wake_sleepers() const {
 
 void FingerprintBoard::wait(const std::function<bool()>& ready, MPI_Comm comm, const char* op,
                             const std::string& comm_name,
-                            const std::function<void()>& before_sleep) const {
+                            const std::function<void()>& before_sleep,
+                            const std::function<bool(int)>& departure_matters) const {
   unsigned idles = 0;
   auto sleep = [&] {
     if (++idles <= kYieldsBeforeSleep) return std::this_thread::yield();
@@ -363,7 +377,7 @@ void FingerprintBoard::wait(const std::function<bool()>& ready, MPI_Comm comm, c
     header_word(memory_, kSleepersOffset).fetch_sub(1);
   };
   wait_until(ready, comm, op, comm_name.c_str(), true, 0,
-             sleeps_ ? std::function<void()>(sleep) : std::function<void()>());
+             sleeps_ ? std::function<void()>(sleep) : std::function<void()>(), departure_matters);
 }
 
 }  // namespace nnx::detail

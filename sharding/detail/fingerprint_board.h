@@ -48,7 +48,8 @@ class FingerprintBoard {
   // A member done reading member `source`'s input of collective `sequence` acknowledges it.
   void acknowledge(int source, uint64_t sequence) const;
   // Waits, as agree does, until `readers` members have acknowledged this member's input of
-  // `sequence`, calling `between_polls` every few polls (a member may need something of it).
+  // `sequence`, calling `between_polls` every few polls (a member may need something of it). A
+  // member that leaves main after acknowledging is not waited for.
   void await_readers(uint64_t sequence, int readers, MPI_Comm comm, const char* op,
                      const std::string& comm_name,
                      const std::function<void()>& between_polls) const;
@@ -77,11 +78,11 @@ class FingerprintBoard {
                    MPI_Comm asks, std::vector<pid_t> pids, int rank, int size);
   uint64_t* slot(int member, uint64_t sequence) const;
   // Polls `ready` until it holds: spinning, yielding, and where sleeps_, sleeping (without
-  // hanging, as wait_until). `before_sleep` runs just before the last look before a sleep, so
-  // nothing it would see is slept through.
+  // hanging, as wait_until, with its `departure_matters`). `before_sleep` runs just before the
+  // last look before a sleep, so nothing it would see is slept through.
   void wait(const std::function<bool()>& ready, MPI_Comm comm, const char* op,
-            const std::string& comm_name,
-            const std::function<void()>& before_sleep = nullptr) const;
+            const std::string& comm_name, const std::function<void()>& before_sleep = nullptr,
+            const std::function<bool(int)>& departure_matters = nullptr) const;
 
   void* memory_;
   size_t bytes_;

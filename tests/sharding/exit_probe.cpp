@@ -1,6 +1,7 @@
 // A program that ends badly on purpose, one way per argument, for exit_test.sh: nnx starts MPI
 // itself here (as in users' programs), so its exit protocol is the one under test.
 #include <nnx/nnx.h>
+#include <nnx/sharding/detail/direct_collectives.h>
 
 #include <torch/types.h>
 
@@ -44,6 +45,19 @@ int main(int argc, char** argv) {
     if (rank == 2) std::this_thread::sleep_for(std::chrono::seconds(4));
     if (rank != 0) pair.all_reduce_(t);
     nnx::gather(x);
+  } else if (mode == "read_then_left") {  // 3 ranks: rank 1 reads rank 0's input and leaves,
+    // while rank 2 starts reading it 3 s late: rank 0 waits for rank 2, not for rank 1
+    auto world = nnx::Communicator::world();
+    auto b = rank == 0 ? torch::full({50000}, 7.0f) : torch::zeros({50000});  // read directly
+    if (rank == 2) nnx::detail::pause_direct_reads(3000);
+    const int64_t before = nnx::detail::direct_collectives_run();
+    world.broadcast_(b, 0);
+    if (rank == 1) return 0;
+    if (rank == 0)
+      std::printf("finished read_then_left %s\n",
+                  nnx::detail::direct_collectives_run() > before ? "after direct reads"
+                                                                 : "through MPI");
+    return 0;
   } else if (mode == "slow_finish") {  // rank 0 works alone after the last collective: fine
     if (rank == 0) std::this_thread::sleep_for(std::chrono::seconds(4));
   } else if (mode != "normal") {

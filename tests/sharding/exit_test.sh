@@ -5,7 +5,8 @@
 # first); a collective that one rank never reaches ends the job
 # after NNX_COLLECTIVE_TIMEOUT; under NNX_CHECK_COLLECTIVES=1, ranks waiting on each other over
 # different communicators end the job within seconds, naming each call, while a rank that still
-# computes is waited for; normal and unevenly finishing jobs exit 0.
+# computes is waited for; a rank that leaves after reading another's input directly is not
+# waited for by that input's member; normal and unevenly finishing jobs exit 0.
 # usage: exit_test.sh PATH/TO/nnx_exit_probe MPIRUN
 set -uo pipefail
 probe=$1
@@ -53,6 +54,9 @@ for site in "rank 0: all_gather #[0-9]* over 'data' (ranks 0,1), from tests/shar
   grep -q "$site" "$log" || { echo "FAILED: no '$site' in the message"; cat "$log"; failures=$((failures + 1)); }
 done
 expect slow_chain 0 30 "finished slow_chain" RANKS=3 NNX_CHECK_COLLECTIVES=1
+expect read_then_left 0 30 "finished read_then_left" RANKS=3
+grep -q "through MPI" "$log" &&
+  echo "note: read_then_left went through MPI (no direct reads here): its waits were not direct"
 expect normal 0 30 "finished normal"
 expect slow_finish 0 30 "finished slow_finish"
 exit $((failures > 0))
