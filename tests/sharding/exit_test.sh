@@ -5,8 +5,8 @@
 # first); a collective that one rank never reaches ends the job
 # after NNX_COLLECTIVE_TIMEOUT; under NNX_CHECK_COLLECTIVES=1, ranks waiting on each other over
 # different communicators end the job within seconds, naming each call, while a rank that still
-# computes is waited for; a rank that leaves after reading another's input directly is not
-# waited for by that input's member; normal and unevenly finishing jobs exit 0.
+# computes is waited for; a rank that reads another's input directly and then leaves does not
+# end the job while a slower reader still reads; normal and unevenly finishing jobs exit 0.
 # usage: exit_test.sh PATH/TO/nnx_exit_probe MPIRUN
 set -uo pipefail
 probe=$1
