@@ -34,6 +34,9 @@ thread_local bool lazy = false;
 void set_lazy_waits(bool on) { lazy = on; }
 bool lazy_waits() { return lazy; }
 
+namespace {
+
+// World rank `world_rank`'s rank in `comm`, or -1 where it is not a member.
 int rank_in(MPI_Comm comm, int world_rank) {
   MPI_Group world_group, group;
   MPI_Comm_group(MPI_COMM_WORLD, &world_group);
@@ -44,6 +47,8 @@ int rank_in(MPI_Comm comm, int world_rank) {
   MPI_Group_free(&world_group);
   return translated == MPI_UNDEFINED ? -1 : translated;
 }
+
+}  // namespace
 
 bool is_member(MPI_Comm comm, int world_rank) { return rank_in(comm, world_rank) >= 0; }
 
@@ -62,7 +67,8 @@ void wait_until(const std::function<bool()>& done, MPI_Comm comm, const char* op
                 const std::function<void()>& idle,
                 const std::function<bool(int)>& departure_matters) {
   auto matters = [&](int world_rank) {
-    return is_member(comm, world_rank) && (!departure_matters || departure_matters(world_rank));
+    const int member = rank_in(comm, world_rank);
+    return member >= 0 && (!departure_matters || departure_matters(member));
   };
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();

@@ -17,8 +17,8 @@ void wait_for(MPI_Request* request, MPI_Comm comm, const char* op, const char* c
               bool watch_departures = true, double timeout_seconds = 0);
 // The same wait for any condition: `done` is polled until it returns true. Every few hundred
 // polls the wait yields the core, or calls `idle` where given (which may sleep briefly).
-// `departure_matters(world_rank)`, where given, says whether a member that has left main could
-// still be waited for (one that has already done its part could not).
+// `departure_matters(member)`, where given, says whether a member (its rank in `comm`) that has
+// left main could still be waited for (one that has already done its part could not).
 void wait_until(const std::function<bool()>& done, MPI_Comm comm, const char* op,
                 const char* comm_name, bool watch_departures = true, double timeout_seconds = 0,
                 const std::function<void()>& idle = {},
@@ -31,8 +31,6 @@ bool lazy_waits();
 
 // Whether world rank `world_rank` is a member of `comm`.
 bool is_member(MPI_Comm comm, int world_rank);
-// World rank `world_rank`'s rank in `comm`, or -1 where it is not a member.
-int rank_in(MPI_Comm comm, int world_rank);
 // Seconds a collective may wait: NNX_COLLECTIVE_TIMEOUT, else 300.
 double collective_timeout_seconds();
 // The end of a timeout's message: what to try next, given whether the full check is on.

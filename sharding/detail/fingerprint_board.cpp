@@ -342,9 +342,8 @@ void FingerprintBoard::await_readers(uint64_t sequence, int readers, MPI_Comm co
   };
   // A member that has left main can no longer read; one that read first does not matter.
   std::atomic_ref<uint64_t> read_by(slot(rank_, sequence)[kReadMaskWord]);
-  auto departure_matters = [&](int world_rank) {
-    const int member = rank_in(comm, world_rank);
-    return member < 0 || member >= kMaskedMembers ||
+  auto departure_matters = [&](int member) {
+    return member >= kMaskedMembers ||
            (read_by.load(std::memory_order_acquire) >> member & 1) == 0;
   };
   if (!all_read()) wait(all_read, comm, op, comm_name, between_polls, departure_matters);

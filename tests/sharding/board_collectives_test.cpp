@@ -61,7 +61,6 @@ bool direct_expected(const nnx::Communicator& world) {
   return all_read.item<int>() == 1;
 }
 
-
 // An all_to_all read directly: member `from`'s rows (50000 floats per member's chunk), and what
 // member `me` receives of all `n` members' rows.
 at::Tensor direct_rows(int n, int from) {
