@@ -10,10 +10,10 @@
 //   into      nnx's in-place or _into forms into the same kind of buffers (like with like);
 //   returning nnx's forms that return a new tensor, taken from nnx's buffer cache.
 // Each sample times a batch of back-to-back calls (1 MiB's worth, between the fewest and 100)
-// after a barrier (per-call time = batch time / calls), as a training step makes them; the systems alternate batch by batch so
-// drift touches all alike; medians. Each sample also times one call of MPI and one of the into
-// form alone after a barrier (first_call_ratio): the latency of a call whose members arrive
-// unevenly, which a batch spreads over its calls.
+// after a barrier (per-call time = batch time / calls), as a training step makes them; the
+// systems alternate batch by batch so drift touches all alike; medians. Each sample also times
+// one call of MPI and one of the into form alone after a barrier (first_call_ratio): the latency
+// of a call whose members arrive unevenly, which a batch spreads over its calls.
 #include <nnx/nnx.h>
 
 #include <mpi.h>
