@@ -15,9 +15,16 @@ namespace nnx::detail {
 bool combinable(at::ScalarType dtype);
 void check_combinable(at::ScalarType dtype, const char* who);
 
-// acc[i] = acc[i] op in[i] over `n` elements of `dtype`. Max and min keep a NaN from either side;
-// integer sums wrap, as MPI's do. An unlisted dtype is an error naming `who`.
-void combine(void* acc, const void* in, int64_t n, at::ScalarType dtype, ReduceOp op,
-             const char* who);
+// out[i] = a[i] op b[i] over `n` elements of `dtype`; `out` may be `a` or `b` (the very same
+// elements) or lie apart from both. Max and min keep a NaN from either side; integer sums wrap,
+// as MPI's do. An unlisted dtype is an error naming `who`.
+void combine_into(void* out, const void* a, const void* b, int64_t n, at::ScalarType dtype,
+                  ReduceOp op, const char* who);
+
+// acc[i] = acc[i] op in[i].
+inline void combine(void* acc, const void* in, int64_t n, at::ScalarType dtype, ReduceOp op,
+                    const char* who) {
+  combine_into(acc, acc, in, n, dtype, op, who);
+}
 
 }  // namespace nnx::detail

@@ -153,35 +153,41 @@ constexpr size_t kBlockBytes = 128 << 10;
 // out = the member-order combination of the `numel` elements at byte `offset` in every member's
 // input (`own` is this member's), each block of another member's read by read(m, at, into,
 // bytes), which returns false to stop. `out` may be this member's own chunk (an all-reduce's sum
-// replaces it): member 0 then sums in place, the others sum each block aside and copy it over.
+// replaces it): sums then go aside until this member's own block has been added. Each step
+// writes its sum where the next reads it, so no block is copied to start or end a sum.
 template <class Read>
 void reduce_in_blocks(const DirectCall& call, const char* own, size_t offset, char* out,
                       int64_t numel, at::ScalarType dtype, ReduceOp op, Read read) {
-  thread_local std::vector<char> scratch(2 * kBlockBytes);  // a member's block, and a sum
-  char* incoming = scratch.data();
-  char* held = scratch.data() + kBlockBytes;
+  // Member 0's block, another member's, and a sum held aside.
+  thread_local std::vector<char> scratch(3 * kBlockBytes);
+  char* first = scratch.data();
+  char* incoming = first + kBlockBytes;
+  char* held = incoming + kBlockBytes;
   const size_t element = c10::elementSize(dtype);
   const auto block = static_cast<int64_t>(std::max<size_t>(1, kBlockBytes / element));
-  const bool sum_aside = out == own + offset && call.me != 0;
-  for (int64_t first = 0; first < numel; first += block) {
-    const int64_t n = std::min(block, numel - first);
-    const size_t at = offset + static_cast<size_t>(first) * element;
+  const bool out_is_own = out == own + offset;
+  for (int64_t start = 0; start < numel; start += block) {
+    const int64_t n = std::min(block, numel - start);
+    const size_t at = offset + static_cast<size_t>(start) * element;
     const size_t bytes = static_cast<size_t>(n) * element;
-    char* sum = sum_aside ? held : out + (at - offset);
-    for (int m = 0; m < call.members; ++m) {
+    char* to = out + (at - offset);
+    const char* sum = own + at;
+    if (call.me != 0) {
+      char* into = out_is_own ? first : to;
+      if (!read(0, at, into, bytes)) return;
+      sum = into;
+    }
+    for (int m = 1; m < call.members; ++m) {
       const char* from = own + at;
       if (m != call.me) {
-        char* into = m == 0 ? sum : incoming;
-        if (!read(m, at, into, bytes)) return;
-        from = into;
+        if (!read(m, at, incoming, bytes)) return;
+        from = incoming;
       }
-      if (m == 0) {
-        if (from != sum) std::memcpy(sum, from, bytes);
-      } else {
-        combine(sum, from, n, dtype, op, call.op);
-      }
+      char* next = out_is_own && m < call.me ? held : to;
+      combine_into(next, sum, from, n, dtype, op, call.op);
+      sum = next;
     }
-    if (sum_aside) std::memcpy(out + (at - offset), sum, bytes);
+    if (sum != to) std::memcpy(to, sum, bytes);  // one member: its own block
   }
 }
 
