@@ -73,9 +73,18 @@ class FingerprintBoard {
   void* own_region(uint64_t sequence) const { return region(rank_, sequence); }
   void* region(int member, uint64_t sequence) const;
 
+  // Where an all-reduce read directly leaves its sums: each member writes its summed chunk at
+  // the chunk's own offset, and the members copy the others' from here once all have written,
+  // which costs a third of reading them from the members' memory. Bytes equal on every member;
+  // 0 where the segment has no such area. A later call writes here only after its fingerprint
+  // meeting, when every member is done with the last one's sums.
+  size_t staging_bytes() const { return staging_bytes_; }
+  void* staging() const;
+
  private:
-  FingerprintBoard(void* memory, size_t bytes, size_t capacity, size_t direct_limit,
-                   MPI_Comm asks, std::vector<pid_t> pids, int rank, int size);
+  FingerprintBoard(void* memory, size_t bytes, size_t capacity, size_t staging_bytes,
+                   size_t direct_limit, MPI_Comm asks, std::vector<pid_t> pids, int rank,
+                   int size);
   uint64_t* slot(int member, uint64_t sequence) const;
   // Polls `ready` until it holds: spinning, yielding, and where sleeps_, sleeping (without
   // hanging, as wait_until, with its `departure_matters`). `before_sleep` runs just before the
@@ -87,6 +96,7 @@ class FingerprintBoard {
   void* memory_;
   size_t bytes_;
   size_t capacity_;
+  size_t staging_bytes_;
   size_t direct_limit_;
   MPI_Comm asks_;  // a duplicate of the members' communicator, where direct_limit_ > 0
   std::vector<pid_t> pids_;  // by member

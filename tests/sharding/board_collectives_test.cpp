@@ -13,10 +13,15 @@
 
 #include <torch/types.h>
 
+#include <fmt/format.h>
+
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <string>
+#include <vector>
 
 using Catch::Matchers::Contains;
 
@@ -59,6 +64,23 @@ bool direct_expected(const nnx::Communicator& world) {
   world.all_reduce_(all_read, nnx::ReduceOp::min);
   if (all_read.item<int>() == 0) WARN("this kernel does not let ranks read each other's memory");
   return all_read.item<int>() == 1;
+}
+
+// A duplicate of `world` whose board has no staging area (NNX_STAGING_BYTES=0 while its first
+// call opens the board): its direct all-reduces read the members' sums from their memory.
+nnx::Communicator without_staging(const nnx::Communicator& world, const std::string& name) {
+  const char* before = std::getenv("NNX_STAGING_BYTES");
+  const std::string kept = before != nullptr ? before : "";
+  setenv("NNX_STAGING_BYTES", "0", 1);
+  auto comm = world.duplicate(name);
+  auto opening = torch::ones({4});
+  comm.all_reduce_(opening);
+  if (before != nullptr)
+    setenv("NNX_STAGING_BYTES", kept.c_str(), 1);
+  else
+    unsetenv("NNX_STAGING_BYTES");
+  CHECK(torch::equal(opening, torch::full({4}, static_cast<float>(world.size()))));
+  return comm;
 }
 
 // An all_to_all read directly: member `from`'s rows (50000 floats per member's chunk), and what
@@ -209,6 +231,51 @@ TEST_CASE("a float sum on the board has the same bits on every member, in member
   CHECK(std::isnan(wide_low[n * kWide + 2].item<float>()));
   CHECK(torch::equal(wide_high.narrow(0, 0, n * kWide), torch::full({n * kWide}, n - 1.f)));
   CHECK(torch::equal(wide_low.narrow(0, 0, n * kWide), torch::zeros({n * kWide})));
+}
+
+TEST_CASE("an all-reduce read directly gives the same bits through the staging area or without",
+          "[ranks2][ranks4]") {
+  nnx_test::CheckingMode checking(false);
+  auto world = nnx::Communicator::world();
+  const int n = world.size(), me = world.rank();
+  const bool direct = direct_expected(world);
+  auto unstaged = without_staging(world, "unstaged");
+  auto generator = at::detail::createCPUGenerator(77 + me);
+  // Chunks that split unevenly and span several blocks, in the default staging area (1 MiB, for
+  // more than two members) and above it.
+  const char* setting = std::getenv("NNX_STAGING_BYTES");
+  const bool default_staging = setting == nullptr || *setting == '\0';
+  for (int64_t numel : {int64_t{20000}, int64_t{200003}, int64_t{1000003}}) {
+    const bool staged = direct && default_staging && n > 2 && numel * 4 <= (1 << 20);
+    for (auto op : {nnx::ReduceOp::sum, nnx::ReduceOp::max, nnx::ReduceOp::min}) {
+      CAPTURE(numel, static_cast<int>(op));
+      auto x = at::randn({numel}, generator, torch::kFloat) * std::pow(10.f, me % 3);
+      if (op != nnx::ReduceOp::sum && me == n - 1)
+        x[numel / 2] = std::numeric_limits<float>::quiet_NaN();
+      const auto xs = world.all_gather(x.unsqueeze(0), 0);  // [n, numel]
+      auto expected = xs[0].clone();
+      for (int r = 1; r < n; ++r) {  // member order; max and min keep a NaN from any member
+        const auto& in = xs[r];
+        if (op == nnx::ReduceOp::sum) expected += in;
+        if (op == nnx::ReduceOp::max)
+          expected = torch::where(in > expected | in.isnan(), in, expected);
+        if (op == nnx::ReduceOp::min)
+          expected = torch::where(in < expected | in.isnan(), in, expected);
+      }
+      const int64_t staged_before = nnx::detail::staged_all_reduces_run();
+      auto through_staging = x.clone(), read_directly = x.clone();
+      world.all_reduce_(through_staging, op);
+      CHECK(nnx::detail::staged_all_reduces_run() - staged_before == (staged ? 1 : 0));
+      unstaged.all_reduce_(read_directly, op);
+      CHECK(nnx::detail::staged_all_reduces_run() - staged_before == (staged ? 1 : 0));
+      // NaN compares unequal: equal_nan keeps the check exact elsewhere.
+      CHECK(torch::allclose(through_staging, expected, 0, 0, true));
+      CHECK(torch::allclose(read_directly, expected, 0, 0, true));
+      const auto all_staged = world.all_gather(through_staging.unsqueeze(0), 0);
+      for (int r = 1; r < n; ++r)
+        CHECK(torch::allclose(all_staged[r], all_staged[0], 0, 0, true));
+    }
+  }
 }
 
 TEST_CASE("small and large collectives interleaved stay in step", "[ranks2][ranks4]") {
@@ -444,26 +511,38 @@ TEST_CASE("a refused direct read is asked of its member through MPI, with the sa
   CHECK(torch::equal(b, torch::full({50000}, 7.0f)));
   CHECK(asked_since() == (me == n - 1 ? 1 : 0));
   // An all_reduce's failed read is an error on every member, whether a member fails to read the
-  // others' inputs (its first read) or their sums (20000 floats: one block per member's chunk,
-  // so the n - 1 reads before the sums succeed), and where every member fails.
+  // others' inputs (its first read) or, without the staging area, their sums (20000 floats: one
+  // block per member's chunk, so the n - 1 reads before the sums succeed), and where every
+  // member fails. With the staging area (more than two members) the sums are copied from the
+  // board, never read.
+  auto unstaged = without_staging(world, "unstaged");
   auto s = torch::full({20000}, static_cast<float>(me));
-  for (int after : {0, n - 1}) {
-    CAPTURE(after);
-    if (me == n / 2) nnx::detail::fail_direct_read(after);
-    auto r = s.clone();
-    CHECK_THROWS_WITH(world.all_reduce_(r),
-                      Contains("reading the members' inputs directly over 'world' failed") &&
-                          Contains(me == n / 2 ? "this rank could not read member"
-                                               : "another member could not read"));
-    // A failure among the sums comes after every member summed its own chunk.
-    const int64_t lo = 20000 * me / n, hi = 20000 * (me + 1) / n;
-    if (after == n - 1)
-      CHECK(torch::equal(r.narrow(0, lo, hi - lo),
-                         torch::full({hi - lo}, static_cast<float>(n * (n - 1) / 2))));
+  for (auto* comm : {&world, &unstaged}) {
+    const char* setting = std::getenv("NNX_STAGING_BYTES");
+    const bool staged = comm == &world && n > 2 && (setting == nullptr || *setting == '\0');
+    for (int after : staged ? std::vector<int>{0} : std::vector<int>{0, n - 1}) {
+      CAPTURE(staged, after);
+      if (me == n / 2) nnx::detail::fail_direct_read(after);
+      auto r = s.clone();
+      CHECK_THROWS_WITH(comm->all_reduce_(r),
+                        Contains(fmt::format("reading the members' inputs directly over '{}' "
+                                             "failed",
+                                             comm == &world ? "world" : "unstaged")) &&
+                            Contains(me == n / 2 ? "this rank could not read member"
+                                                 : "another member could not read"));
+      // A failure among the sums comes after every member summed its own chunk.
+      const int64_t lo = 20000 * me / n, hi = 20000 * (me + 1) / n;
+      if (after == n - 1)
+        CHECK(torch::equal(r.narrow(0, lo, hi - lo),
+                           torch::full({hi - lo}, static_cast<float>(n * (n - 1) / 2))));
+    }
+    nnx::detail::fail_direct_read();
+    auto every = s.clone();
+    CHECK_THROWS_WITH(comm->all_reduce_(every), Contains("this rank could not read member"));
   }
-  nnx::detail::fail_direct_read();
-  auto every = s.clone();
-  CHECK_THROWS_WITH(world.all_reduce_(every), Contains("this rank could not read member"));
+  auto after_failures = s.clone();
+  unstaged.all_reduce_(after_failures);
+  CHECK(torch::equal(after_failures, torch::full({20000}, static_cast<float>(n * (n - 1) / 2))));
   // A dtype without a reduction is an error on every member before anything is read.
   auto flags = torch::ones({200000}, torch::kBool);
   CHECK_THROWS_WITH(world.all_reduce_(flags), Contains("no reduction for dtype Bool"));
