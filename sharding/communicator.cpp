@@ -8,6 +8,7 @@
 #include <nnx/sharding/detail/collective_wait.h>
 #include <nnx/sharding/detail/collective_watchdog.h>
 #include <nnx/sharding/detail/direct_collectives.h>
+#include <nnx/sharding/detail/staged_all_reduce.h>
 #include <nnx/sharding/detail/device_engine.h>
 #include <nnx/sharding/detail/fingerprint_board.h>
 #include <nnx/sharding/detail/live_communicators.h>
@@ -253,6 +254,7 @@ struct BoardInput {
   int64_t bytes = -1;
   bool moves_only = false;
   int direct_meetings = -1;
+  bool stageable = false;  // an all-reduce, which may go through the staging area instead
 };
 
 // All members must call the same collective on the same dtype and shape: checked by fingerprint
@@ -263,13 +265,15 @@ struct BoardInput {
 // A call that can move its data on the board passes its `input` (board_input): if the board has
 // room, the input goes into this member's region before the fingerprint is posted, and agree
 // returns the call's sequence number, at which every member's input is readable
-// (board_collectives.h). A larger call posts its input's address instead, where members can read
-// each other's memory (`direct`, direct_collectives.h; its later meetings take the next sequence
-// numbers). Otherwise (nullopt) the engine moves the data. The choice is
-// the same on every member: it depends on the fingerprint alone.
+// (board_collectives.h). A larger all-reduce that fits the staging area copies its input there
+// (`through_staging`, staged_all_reduce.h). Other larger calls post their input's address, where
+// members can read each other's memory (`direct`, direct_collectives.h). The later meetings of
+// both take the next sequence numbers. Otherwise (nullopt) the engine moves the
+// data. The choice is the same on every member: it depends on the fingerprint alone.
 struct OnBoard {
   uint64_t sequence;
   bool direct;
+  bool through_staging = false;
 };
 
 std::optional<OnBoard> agree(detail::CommImpl& c, const char* op, const at::Tensor& t,
@@ -284,15 +288,22 @@ std::optional<OnBoard> agree(detail::CommImpl& c, const char* op, const at::Tens
     const size_t room = c.board ? c.board->capacity() / (input.moves_only ? 4 : 1) : 0;
     const auto bytes = static_cast<size_t>(input.bytes);
     const bool on_board = c.board && input.bytes >= 0 && bytes <= room;
+    const bool through_staging = c.board && input.stageable && input.data != nullptr &&
+                                 !on_board && detail::fits_staging(*c.board, c.size, bytes);
     // A board without room for data (NNX_BOARD_COLLECTIVE_BYTES=0) leaves all data to MPI.
     const bool direct = c.board && c.board->capacity() > 0 && input.direct_meetings >= 0 &&
-                        input.bytes > 0 && !on_board && bytes <= c.board->direct_limit();
+                        input.bytes > 0 && !on_board && !through_staging &&
+                        bytes <= c.board->direct_limit();
     if (on_board && input.data != nullptr && input.bytes > 0)
       std::memcpy(c.board->own_region(sequence), input.data, bytes);
+    if (through_staging)
+      std::memcpy(detail::staged_input(*c.board, c.size, c.rank), input.data, bytes);
     if (fingerprints_match(c, sequence, op, t, extra, direct ? input.data : nullptr)) {
       if (direct) c.calls += input.direct_meetings;
-      return on_board || direct ? std::optional<OnBoard>(OnBoard{sequence, direct})
-                                : std::nullopt;
+      if (through_staging) c.calls += detail::kStagedAllReduceMeetings;
+      return on_board || direct || through_staging
+                 ? std::optional<OnBoard>(OnBoard{sequence, direct, through_staging})
+                 : std::nullopt;
     }
     fingerprints_differ = true;
   }
@@ -439,9 +450,14 @@ void Communicator::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
   at::Tensor buffer = detail::reduced_in_float(tensor.scalar_type())
                           ? tensor.to(at::kFloat).contiguous()
                           : tensor.contiguous();
-  const auto on_board = agree(*impl_, "all_reduce", tensor, static_cast<int64_t>(op),
-                              board_input(engine, buffer, false, true, kAllReduceMeetings));
-  if (on_board && on_board->direct) {
+  BoardInput input = board_input(engine, buffer, false, true, kAllReduceMeetings);
+  input.stageable = true;
+  const auto on_board = agree(*impl_, "all_reduce", tensor, static_cast<int64_t>(op), input);
+  if (on_board && on_board->through_staging) {
+    detail::staged_all_reduce(*impl_->board, on_board->sequence, impl_->size, impl_->rank,
+                              buffer.data_ptr(), buffer.numel(), buffer.scalar_type(), op,
+                              impl_->comm, impl_->name);
+  } else if (on_board && on_board->direct) {
     detail::direct_all_reduce(direct_call(*impl_, on_board->sequence, "all_reduce"),
                               buffer.data_ptr(), buffer.numel(), buffer.scalar_type(), op);
   } else if (on_board) {

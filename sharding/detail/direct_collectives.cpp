@@ -23,7 +23,6 @@ namespace {
 
 std::atomic<int64_t> direct_runs{0};
 std::atomic<int64_t> asked_reads{0};
-std::atomic<int64_t> staged_runs{0};
 std::atomic<int> reads_before_failure{-1};  // -1: none fails
 std::atomic<int> milliseconds_before_reads{0};
 
@@ -204,8 +203,6 @@ int64_t direct_collectives_run() { return direct_runs.load(); }
 
 int64_t direct_reads_asked() { return asked_reads.load(); }
 
-int64_t staged_all_reduces_run() { return staged_runs.load(); }
-
 void fail_direct_read(int after) { reads_before_failure = after; }
 
 void pause_direct_reads(int milliseconds) { milliseconds_before_reads = milliseconds; }
@@ -256,33 +253,19 @@ void direct_all_reduce(const DirectCall& call, void* buffer, int64_t numel, at::
   const size_t element = c10::elementSize(dtype);
   auto first_of = [&](int chunk) { return numel * chunk / call.members; };
   auto offset_of = [&](int chunk) { return static_cast<size_t>(first_of(chunk)) * element; };
-  auto bytes_of = [&](int chunk) { return offset_of(chunk + 1) - offset_of(chunk); };
   std::optional<Refusal> refused;
   auto read = [&](int m, size_t at, void* into, size_t bytes) {
     const auto* theirs = static_cast<const char*>(call.board.address(m, call.sequence));
     read_member(call, m, theirs + at, into, bytes, refused);
     return !refused;
   };
-  // With room on the board, each member sums its chunk into the staging area (at the chunk's
-  // offset there) and all copy every chunk from it; else each sums into its own buffer and
-  // reads the others' sums from their memory.
-  const size_t total = static_cast<size_t>(numel) * element;
-  auto* staging =
-      total <= call.board.staging_bytes() ? static_cast<char*>(call.board.staging()) : nullptr;
-  char* sums = staging != nullptr ? staging : data;
-  reduce_in_blocks(call, data, offset_of(call.me), sums + offset_of(call.me),
+  reduce_in_blocks(call, data, offset_of(call.me), data + offset_of(call.me),
                    first_of(call.me + 1) - first_of(call.me), dtype, op, read);
   finish(call, refused, 1);
-  if (staging != nullptr) {
-    ++staged_runs;
-    for (int step = 0; step < call.members; ++step) {
-      const int m = (call.me + step) % call.members;
-      std::memcpy(data + offset_of(m), staging + offset_of(m), bytes_of(m));
-    }
-  } else {
-    each_other_member(call,
-                      [&](int m) { read(m, offset_of(m), data + offset_of(m), bytes_of(m)); });
-  }
+  // Every member's chunk now holds its sum; each reads the others' sums into place.
+  each_other_member(call, [&](int m) {
+    read(m, offset_of(m), data + offset_of(m), offset_of(m + 1) - offset_of(m));
+  });
   finish(call, refused, 2);
 }
 

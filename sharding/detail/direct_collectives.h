@@ -29,9 +29,6 @@ int64_t direct_collectives_run();
 // (for tests).
 int64_t direct_reads_asked();
 
-// How many all-reduces this process has run through the board's staging area (for tests).
-int64_t staged_all_reduces_run();
-
 // What every direct collective needs besides its buffers.
 struct DirectCall {
   FingerprintBoard& board;

@@ -112,17 +112,15 @@ size_t wanted_direct_limit() {
   return bytes <= 0 ? 0 : static_cast<size_t>(bytes);
 }
 
-// Bytes of the all-reduce's staging area (staging()) for `size` members: NNX_STAGING_BYTES (0:
-// none; at most the direct limit, which bounds the calls that use it), else 1 MiB. Two members
-// get none: each would copy half the data more to save one read of the other half, which in
-// tools/bench/collectives.cpp was no faster; on 4 members a staged 256 KiB to 1 MiB all-reduce
-// took 0.83-0.89x the time of one that reads the sums, and above 1 MiB the same. Member 0's
-// value holds for all.
+// Bytes of the staging area (staging()) for `size` members: a slot for the sums and one per
+// member's input, each of NNX_STAGED_ALL_REDUCE_BYTES (0: no area; at most 16 MiB), else 1 MiB,
+// rounded up to whole cache lines. Member 0's value holds for all.
 size_t wanted_staging_bytes(int size) {
-  const char* env = std::getenv("NNX_STAGING_BYTES");
-  const long long bytes = env != nullptr && *env != '\0' ? std::atoll(env) : 1LL << 20;
-  if (size <= 2 || bytes <= 0) return 0;
-  return std::min(static_cast<size_t>(bytes), wanted_direct_limit());
+  const char* env = std::getenv("NNX_STAGED_ALL_REDUCE_BYTES");
+  const long long slot = std::min(env != nullptr && *env != '\0' ? std::atoll(env) : 1LL << 20,
+                                  16LL << 20);
+  if (slot <= 0) return 0;
+  return (static_cast<size_t>(slot) + kLine - 1) / kLine * kLine * (static_cast<size_t>(size) + 1);
 }
 
 // A word each member reads from every other at the opening, to learn whether the kernel lets it
@@ -302,8 +300,7 @@ std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank
   MPI_Comm asks = MPI_COMM_NULL;
   if (all_done[1] != 0) watched([&](MPI_Request* r) { MPI_Comm_idup(comm, &asks, r); });
   return std::unique_ptr<FingerprintBoard>(new FingerprintBoard(
-      memory, segment_bytes(), announced.capacity,
-      all_done[1] != 0 ? static_cast<size_t>(announced.staging) : 0,
+      memory, segment_bytes(), announced.capacity, static_cast<size_t>(announced.staging),
       all_done[1] != 0 ? static_cast<size_t>(announced.direct_limit) : 0, asks,
       std::move(pids), rank, size));
 }

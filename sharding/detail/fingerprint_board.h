@@ -73,11 +73,9 @@ class FingerprintBoard {
   void* own_region(uint64_t sequence) const { return region(rank_, sequence); }
   void* region(int member, uint64_t sequence) const;
 
-  // Where an all-reduce read directly leaves its sums: each member writes its summed chunk at
-  // the chunk's own offset, and the members copy the others' from here once all have written,
-  // which costs a third of reading them from the members' memory. Bytes equal on every member;
-  // 0 where the segment has no such area. A later call writes here only after its fingerprint
-  // meeting, when every member is done with the last one's sums.
+  // The staging area of staged all-reduces (staged_all_reduce.h): a slot for the sums and one
+  // per member's input, staging_bytes() / (members + 1) bytes each (equal on every member; 0
+  // where the segment has no area).
   size_t staging_bytes() const { return staging_bytes_; }
   void* staging() const;
 

@@ -1,0 +1,72 @@
+#include <nnx/sharding/detail/staged_all_reduce.h>
+
+#include <nnx/sharding/detail/combine.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+namespace nnx::detail {
+
+namespace {
+
+std::atomic<int64_t> staged_runs{0};
+
+// What every member posts when its chunk's sum is in the area.
+constexpr uint64_t kChunkSummed = 0x53756d64ull << 32;
+
+// Sums are added in blocks of this many bytes, so that each block stays in cache while every
+// member's part of it is added.
+constexpr size_t kStagedBlockBytes = 128 << 10;
+
+// Bytes of each slot of `board`'s area for `members` members: whole cache lines. The slots
+// do not depend on the call's size, so a call's input never lands on the last call's sums.
+size_t slot_bytes(const FingerprintBoard& board, int members) {
+  return board.staging_bytes() / (static_cast<size_t>(members) + 1) / 64 * 64;
+}
+
+}  // namespace
+
+int64_t staged_all_reduces_run() { return staged_runs.load(); }
+
+bool fits_staging(const FingerprintBoard& board, int members, size_t bytes) {
+  return bytes > 0 && bytes <= slot_bytes(board, members);
+}
+
+void* staged_input(const FingerprintBoard& board, int members, int member) {
+  return static_cast<char*>(board.staging()) +
+         (1 + static_cast<size_t>(member)) * slot_bytes(board, members);
+}
+
+void staged_all_reduce(FingerprintBoard& board, uint64_t sequence, int members, int me,
+                       void* buffer, int64_t numel, at::ScalarType dtype, ReduceOp op,
+                       MPI_Comm comm, const std::string& comm_name) {
+  check_combinable(dtype, "all_reduce");
+  ++staged_runs;
+  auto* data = static_cast<char*>(buffer);
+  const size_t element = c10::elementSize(dtype);
+  auto offset_of = [&](int chunk) {
+    return static_cast<size_t>(numel * chunk / members) * element;
+  };
+  // This member's own input is read from its buffer, the same bytes as its slot.
+  auto input_of = [&](int m) -> const char* {
+    return m == me ? data : static_cast<const char*>(staged_input(board, members, m));
+  };
+  auto* sums = static_cast<char*>(board.staging());
+  const auto block = static_cast<int64_t>(std::max<size_t>(1, kStagedBlockBytes / element));
+  const int64_t first = numel * me / members, last = numel * (me + 1) / members;
+  for (int64_t start = first; start < last; start += block) {
+    const int64_t n = std::min(block, last - start);
+    const size_t at = static_cast<size_t>(start) * element;
+    combine_into(sums + at, input_of(0) + at, input_of(1) + at, n, dtype, op, "all_reduce");
+    for (int m = 2; m < members; ++m)
+      combine(sums + at, input_of(m) + at, n, dtype, op, "all_reduce");
+  }
+  board.agree(sequence + 1, kChunkSummed, comm, "all_reduce", comm_name);
+  for (int step = 0; step < members; ++step) {
+    const int m = (me + step) % members;
+    std::memcpy(data + offset_of(m), sums + offset_of(m), offset_of(m + 1) - offset_of(m));
+  }
+}
+
+}  // namespace nnx::detail
