@@ -22,8 +22,7 @@ void reduce_members(const char* who, const FingerprintBoard& board, uint64_t seq
     return static_cast<const char*>(board.region(m, sequence)) + chunk * bytes;
   };
   if (members == 1) return static_cast<void>(std::memcpy(out, input(0), bytes));
-  combine_into(out, input(0), input(1), n, dtype, op, who);
-  for (int m = 2; m < members; ++m) combine(out, input(m), n, dtype, op, who);
+  combine_members(out, members, input, n, dtype, op, who);
 }
 
 }  // namespace

@@ -27,4 +27,13 @@ inline void combine(void* acc, const void* in, int64_t n, at::ScalarType dtype, 
   combine_into(acc, acc, in, n, dtype, op, who);
 }
 
+// out = input(0) op input(1) op ... op input(members - 1), in member order, where input(m) is
+// member m's `n` elements (none of them `out`) and members >= 2.
+template <class Input>
+void combine_members(void* out, int members, Input input, int64_t n, at::ScalarType dtype,
+                     ReduceOp op, const char* who) {
+  combine_into(out, input(0), input(1), n, dtype, op, who);
+  for (int m = 2; m < members; ++m) combine(out, input(m), n, dtype, op, who);
+}
+
 }  // namespace nnx::detail

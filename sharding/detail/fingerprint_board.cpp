@@ -147,8 +147,9 @@ bool can_read_members(const std::vector<uint64_t>& seats, int rank, int size) {
   return true;
 }
 
+// `staging` is whole cache lines already (wanted_staging_bytes).
 size_t segment_size(int size, size_t capacity, size_t staging) {
-  return slots_bytes(size) + 2 * size * capacity + (staging + kLine - 1) / kLine * kLine;
+  return slots_bytes(size) + 2 * size * capacity + staging;
 }
 
 // Sizes the segment, with its pages reserved (a tmpfs page that cannot be had later would be a

@@ -45,22 +45,19 @@ void staged_all_reduce(FingerprintBoard& board, uint64_t sequence, int members, 
   ++staged_runs;
   auto* data = static_cast<char*>(buffer);
   const size_t element = c10::elementSize(dtype);
-  auto offset_of = [&](int chunk) {
-    return static_cast<size_t>(numel * chunk / members) * element;
-  };
+  auto first_of = [&](int chunk) { return numel * chunk / members; };
+  auto offset_of = [&](int chunk) { return static_cast<size_t>(first_of(chunk)) * element; };
   // This member's own input is read from its buffer, the same bytes as its slot.
   auto input_of = [&](int m) -> const char* {
     return m == me ? data : static_cast<const char*>(staged_input(board, members, m));
   };
   auto* sums = static_cast<char*>(board.staging());
   const auto block = static_cast<int64_t>(std::max<size_t>(1, kStagedBlockBytes / element));
-  const int64_t first = numel * me / members, last = numel * (me + 1) / members;
-  for (int64_t start = first; start < last; start += block) {
-    const int64_t n = std::min(block, last - start);
+  const int64_t last = first_of(me + 1);
+  for (int64_t start = first_of(me); start < last; start += block) {
     const size_t at = static_cast<size_t>(start) * element;
-    combine_into(sums + at, input_of(0) + at, input_of(1) + at, n, dtype, op, "all_reduce");
-    for (int m = 2; m < members; ++m)
-      combine(sums + at, input_of(m) + at, n, dtype, op, "all_reduce");
+    combine_members(sums + at, members, [&](int m) { return input_of(m) + at; },
+                    std::min(block, last - start), dtype, op, "all_reduce");
   }
   board.agree(sequence + 1, kChunkSummed, comm, "all_reduce", comm_name);
   for (int step = 0; step < members; ++step) {
