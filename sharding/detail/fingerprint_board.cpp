@@ -132,6 +132,7 @@ const uint64_t& probe_word() {
 }
 
 std::atomic<bool> refuse_next_probe{false};
+std::atomic<bool> refuse_staging{false};
 
 // Whether this member can read every other member's probe word.
 bool can_read_members(const std::vector<uint64_t>& seats, int rank, int size) {
@@ -160,7 +161,7 @@ bool size_segment(int fd, int size, size_t& capacity, size_t& staging) {
     return posix_fallocate(fd, 0, static_cast<off_t>(segment_size(size, capacity, staging))) ==
            0;
   };
-  if (capacity > 0 && staging > 0 && reserve()) return true;
+  if (capacity > 0 && staging > 0 && !refuse_staging.exchange(false) && reserve()) return true;
   staging = 0;
   if (capacity > 0 && reserve()) return true;
   capacity = 0;
@@ -172,6 +173,8 @@ bool size_segment(int fd, int size, size_t& capacity, size_t& staging) {
 int64_t fingerprint_boards_open() { return boards_open.load(); }
 
 void refuse_next_board_probe() { refuse_next_probe = true; }
+
+void refuse_next_staging_area() { refuse_staging = true; }
 
 FingerprintBoard::FingerprintBoard(void* memory, size_t bytes, size_t capacity,
                                    size_t staging_bytes, size_t direct_limit, MPI_Comm asks,

@@ -25,6 +25,9 @@ int64_t fingerprint_boards_open();
 // Makes the next board this process opens find the others' memory unreadable, as a kernel that
 // refuses process_vm_readv would (for tests).
 void refuse_next_board_probe();
+// Makes the next board this process makes (as member 0) fail to reserve its segment with the
+// staging area, as a full /dev/shm would: it opens without the area (for tests).
+void refuse_next_staging_area();
 
 class FingerprintBoard {
  public:

@@ -9,6 +9,7 @@
 #include <nnx/nnx.h>
 #include <nnx/sharding/detail/board_collectives.h>
 #include <nnx/sharding/detail/direct_collectives.h>
+#include <nnx/sharding/detail/fingerprint_board.h>
 #include <nnx/sharding/detail/process_memory.h>
 #include <nnx/sharding/detail/staged_all_reduce.h>
 
@@ -389,6 +390,42 @@ TEST_CASE("a board without room for data leaves every call's data to MPI", "[ran
                      torch::arange(n).to(torch::kFloat).repeat_interleave(50000)));
   CHECK(nnx::detail::direct_collectives_run() == direct_before);
   CHECK(nnx::detail::board_collectives_run() == board_before);
+}
+
+TEST_CASE("a board whose segment cannot hold the staging area opens without it",
+          "[ranks2][ranks4]") {
+  nnx_test::CheckingMode checking(false);
+  auto world = nnx::Communicator::world();
+  const int n = world.size(), me = world.rank();
+  if (!board_expected()) return;
+  // Member 0 makes the segment; its first reservation, with the area, fails as on a full
+  // /dev/shm, and the second, without it, holds.
+  if (me == 0) nnx::detail::refuse_next_staging_area();
+  auto arealess = world.duplicate("arealess");
+  const int64_t staged_before = nnx::detail::staged_all_reduces_run();
+  const int64_t direct_before = nnx::detail::direct_collectives_run();
+  const int64_t board_before = nnx::detail::board_collectives_run();
+  auto small = contribution(me, 1000, torch::kFloat);
+  arealess.all_reduce_(small);  // opens the board: its data regions are there
+  auto expected_small = contribution(0, 1000, torch::kFloat);
+  for (int r = 1; r < n; ++r) expected_small += contribution(r, 1000, torch::kFloat);
+  CHECK(torch::equal(small, expected_small));
+  CHECK(nnx::detail::board_collectives_run() - board_before == 1);
+  // 800 KB: a staged size, read directly instead.
+  auto large = contribution(me, 200003, torch::kFloat);
+  arealess.all_reduce_(large);
+  auto expected_large = contribution(0, 200003, torch::kFloat);
+  for (int r = 1; r < n; ++r) expected_large += contribution(r, 200003, torch::kFloat);
+  CHECK(torch::equal(large, expected_large));
+  CHECK(nnx::detail::staged_all_reduces_run() == staged_before);
+  CHECK(nnx::detail::direct_collectives_run() - direct_before ==
+        (direct_expected(world) ? 1 : 0));
+  // The refusal was for one segment: the next communicator stages again.
+  auto with_area = world.duplicate("with_area");
+  auto again = contribution(me, 200003, torch::kFloat);
+  with_area.all_reduce_(again);
+  CHECK(torch::equal(again, expected_large));
+  CHECK(nnx::detail::staged_all_reduces_run() - staged_before == (staging_expected() ? 1 : 0));
 }
 
 TEST_CASE("members disagreeing on a direct collective's shape get an error on every rank",
