@@ -1,8 +1,8 @@
 // The board's segment: a header line holding a nonce and the wake-up words, then per member
-// kSlots cache lines; the slot of (member, sequence) holds one word, the fingerprint's upper 40
+// kSlots slots of whole cache lines; the slot of (member, sequence) holds one word, the fingerprint's upper 40
 // bits over a 24-bit sequence field that is never 0 (a zero word: nothing posted yet), then the
 // address posted with it, then how many members have acknowledged reading the input at that
-// address. A member is at most one collective ahead of another (it cannot pass its next check
+// address, then which (a bit per member, in as many lines as the members need). A member is at most one collective ahead of another (it cannot pass its next check
 // until the other posts), so four slots never wrap onto a word still being read or acknowledged,
 // even by a direct all-reduce, which reads addresses posted two sequence numbers back. After the
 // slots, per member two data regions of `capacity` bytes each.
@@ -42,8 +42,7 @@ constexpr uint64_t kSlots = 4;
 constexpr size_t kLine = 64;
 constexpr uint64_t kSequenceBits = 0xFFFFFF;
 constexpr size_t kReadersWord = 2;  // in a slot: how many members have read the posted input
-constexpr size_t kReadMaskWord = 3;  // and which (members 0-63), for the departure check
-constexpr int kMaskedMembers = 64;
+constexpr size_t kReadMaskWord = 3;  // and which, a bit per member, for the departure check
 static_assert(std::atomic_ref<uint64_t>::is_always_lock_free,
               "the board's words are shared between processes");
 
@@ -90,7 +89,15 @@ uint64_t host_hash() {
   return std::hash<std::string>{}(name.data());
 }
 
-size_t slots_bytes(int size) { return (1 + static_cast<size_t>(size) * kSlots) * kLine; }
+// Words of a slot's read mask, and bytes from one slot to the next: one cache line up to 320
+// members.
+size_t mask_words(int size) { return (static_cast<size_t>(size) + 63) / 64; }
+size_t slot_stride(int size) {
+  return (kReadMaskWord + mask_words(size) + kLine / 8 - 1) / (kLine / 8) * kLine;
+}
+size_t slots_bytes(int size) {
+  return kLine + static_cast<size_t>(size) * kSlots * slot_stride(size);
+}
 
 // Bytes of input per member a collective may pass on the board: NNX_BOARD_COLLECTIVE_BYTES
 // (0: none; at most 16 MiB), else 64 KiB, rounded up to whole cache lines. Member 0's value
@@ -201,8 +208,9 @@ FingerprintBoard::~FingerprintBoard() {
 }
 
 uint64_t* FingerprintBoard::slot(int member, uint64_t sequence) const {
-  const size_t index = 1 + static_cast<size_t>(member) * kSlots + sequence % kSlots;
-  return reinterpret_cast<uint64_t*>(static_cast<char*>(memory_) + index * kLine);
+  const size_t index = static_cast<size_t>(member) * kSlots + sequence % kSlots;
+  return reinterpret_cast<uint64_t*>(static_cast<char*>(memory_) + kLine +
+                                     index * slot_stride(size_));
 }
 
 void* FingerprintBoard::region(int member, uint64_t sequence) const {
@@ -326,7 +334,8 @@ bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm c
   std::atomic_ref<uint64_t>(own[1]).store(reinterpret_cast<uint64_t>(address),
                                           std::memory_order_relaxed);
   std::atomic_ref<uint64_t>(own[kReadersWord]).store(0, std::memory_order_relaxed);
-  std::atomic_ref<uint64_t>(own[kReadMaskWord]).store(0, std::memory_order_relaxed);
+  for (size_t w = 0; w < mask_words(size_); ++w)
+    std::atomic_ref<uint64_t>(own[kReadMaskWord + w]).store(0, std::memory_order_relaxed);
   std::atomic_ref<uint64_t>(own[0]).store(mine, std::memory_order_release);
   wake_sleepers();
   bool same = true;
@@ -354,9 +363,8 @@ bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm c
 
 void FingerprintBoard::acknowledge(int source, uint64_t sequence) const {
   uint64_t* theirs = slot(source, sequence);
-  if (rank_ < kMaskedMembers)
-    std::atomic_ref<uint64_t>(theirs[kReadMaskWord])
-        .fetch_or(uint64_t{1} << rank_, std::memory_order_relaxed);
+  std::atomic_ref<uint64_t>(theirs[kReadMaskWord + rank_ / 64])
+      .fetch_or(uint64_t{1} << (rank_ % 64), std::memory_order_relaxed);
   std::atomic_ref<uint64_t>(theirs[kReadersWord]).fetch_add(1, std::memory_order_release);
   wake_sleepers();
 }
@@ -373,10 +381,11 @@ void FingerprintBoard::await_readers(uint64_t sequence, int readers, MPI_Comm co
     return false;
   };
   // A member that has left main can no longer read; one that read first does not matter.
-  std::atomic_ref<uint64_t> read_by(slot(rank_, sequence)[kReadMaskWord]);
+  uint64_t* read_by = slot(rank_, sequence) + kReadMaskWord;
   auto departure_matters = [&](int member) {
-    return member >= kMaskedMembers ||
-           (read_by.load(std::memory_order_acquire) >> member & 1) == 0;
+    const uint64_t word =
+        std::atomic_ref<uint64_t>(read_by[member / 64]).load(std::memory_order_acquire);
+    return (word >> (member % 64) & 1) == 0;
   };
   if (!all_read()) wait(all_read, comm, op, comm_name, between_polls, departure_matters);
 }

@@ -45,14 +45,16 @@ int main(int argc, char** argv) {
     if (rank == 2) std::this_thread::sleep_for(std::chrono::seconds(4));
     if (rank != 0) pair.all_reduce_(t);
     nnx::gather(x);
-  } else if (mode == "read_then_left") {  // 3 ranks: rank 1 reads rank 0's input and leaves,
-    // while rank 2 starts reading it 3 s late: rank 0 waits for rank 2, not for rank 1
+  } else if (mode == "read_then_left") {  // 3 or more ranks: ranks 1 to n - 2 read rank 0's
+    // input and leave, while the last rank starts reading it 3 s late: rank 0 waits for the
+    // last, not for those that left
     auto world = nnx::Communicator::world();
+    const int last = world.size() - 1;
     auto b = rank == 0 ? torch::full({50000}, 7.0f) : torch::zeros({50000});  // read directly
-    if (rank == 2) nnx::detail::pause_direct_reads(3000);
+    if (rank == last) nnx::detail::pause_direct_reads(3000);
     const int64_t before = nnx::detail::direct_collectives_run();
     world.broadcast_(b, 0);
-    if (rank == 1) return 0;
+    if (rank != 0 && rank != last) return 0;
     if (rank == 0)
       std::printf("finished read_then_left %s\n",
                   nnx::detail::direct_collectives_run() > before ? "after direct reads"
