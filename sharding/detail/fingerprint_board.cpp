@@ -1,9 +1,10 @@
 // The board's segment: a header line holding a nonce and the wake-up words, then per member
-// kSlots slots of whole cache lines; the slot of (member, sequence) holds one word, the fingerprint's upper 40
-// bits over a 24-bit sequence field that is never 0 (a zero word: nothing posted yet), then the
-// address posted with it, then how many members have acknowledged reading the input at that
-// address, then which (a bit per member, in as many lines as the members need). A member is at most one collective ahead of another (it cannot pass its next check
-// until the other posts), so four slots never wrap onto a word still being read or acknowledged,
+// kSlots slots of whole cache lines (one line up to 320 members); the slot of (member, sequence)
+// holds one word, the fingerprint's upper 40 bits over a 24-bit sequence field that is never 0 (a
+// zero word: nothing posted yet), then the address posted with it, then how many members have
+// acknowledged reading the input at that address, and which (a bit per member). A member is at
+// most one collective ahead of another (it cannot pass its next check until the other posts),
+// so four slots never wrap onto a word still being read or acknowledged,
 // even by a direct all-reduce, which reads addresses posted two sequence numbers back. After the
 // slots, per member two data regions of `capacity` bytes each.
 #include <nnx/sharding/detail/fingerprint_board.h>
@@ -89,8 +90,7 @@ uint64_t host_hash() {
   return std::hash<std::string>{}(name.data());
 }
 
-// Words of a slot's read mask, and bytes from one slot to the next: one cache line up to 320
-// members.
+// Words of a slot's read mask, and bytes from one slot to the next.
 size_t mask_words(int size) { return (static_cast<size_t>(size) + 63) / 64; }
 size_t slot_stride(int size) {
   return (kReadMaskWord + mask_words(size) + kLine / 8 - 1) / (kLine / 8) * kLine;
@@ -195,6 +195,7 @@ FingerprintBoard::FingerprintBoard(void* memory, size_t bytes, size_t capacity,
       pids_(std::move(pids)),
       rank_(rank),
       size_(size),
+      slot_stride_(slot_stride(size)),
       sleeps_(ranks_outnumber_cores()) {
   ++boards_open;
 }
@@ -208,9 +209,9 @@ FingerprintBoard::~FingerprintBoard() {
 }
 
 uint64_t* FingerprintBoard::slot(int member, uint64_t sequence) const {
+  // Polled in every wait: the stride is kept, not computed.
   const size_t index = static_cast<size_t>(member) * kSlots + sequence % kSlots;
-  return reinterpret_cast<uint64_t*>(static_cast<char*>(memory_) + kLine +
-                                     index * slot_stride(size_));
+  return reinterpret_cast<uint64_t*>(static_cast<char*>(memory_) + kLine + index * slot_stride_);
 }
 
 void* FingerprintBoard::region(int member, uint64_t sequence) const {
