@@ -6,9 +6,10 @@
 #include <c10/util/accumulate.h>
 
 #include <cstdlib>
-#include <map>
 #include <mutex>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 namespace nnx {
 
@@ -16,10 +17,13 @@ namespace {
 
 constexpr size_t kPage = 4096;
 constexpr size_t kMaxCachedBytes = size_t{512} << 20;
+// Each block starts with a line holding its byte size, so that the tensor's deleter is a plain
+// function of the block (no captured state to allocate per call).
+constexpr size_t kHeader = 64;
 
 struct Cache {
   std::mutex mutex;
-  std::multimap<size_t, void*> free_blocks;
+  std::unordered_map<size_t, std::vector<void*>> free_blocks;  // by byte size; lists keep capacity
   size_t cached_bytes = 0;
 };
 
@@ -28,28 +32,32 @@ Cache& cache() {
   return *c;
 }
 
+// A block of `bytes` after its header: from the cache, else new.
 void* take(size_t bytes) {
   {
     Cache& c = cache();
     std::lock_guard lock(c.mutex);
-    if (auto it = c.free_blocks.find(bytes); it != c.free_blocks.end()) {
-      void* block = it->second;
-      c.free_blocks.erase(it);
+    if (auto it = c.free_blocks.find(bytes); it != c.free_blocks.end() && !it->second.empty()) {
+      void* block = it->second.back();
+      it->second.pop_back();
       c.cached_bytes -= bytes;
       return block;
     }
   }
-  void* block = std::aligned_alloc(64, bytes);
+  void* block = std::aligned_alloc(kHeader, kHeader + bytes);
   if (block == nullptr) throw std::bad_alloc();
+  *static_cast<size_t*>(block) = bytes;
   return block;
 }
 
-void give_back(void* block, size_t bytes) {
+// The tensor's deleter: the block goes back to the cache, or to the system past the cap.
+void give_back(void* block) {
+  const size_t bytes = *static_cast<size_t*>(block);
   Cache& c = cache();
   {
     std::lock_guard lock(c.mutex);
     if (c.cached_bytes + bytes <= kMaxCachedBytes) {
-      c.free_blocks.emplace(bytes, block);
+      c.free_blocks[bytes].push_back(block);
       c.cached_bytes += bytes;
       return;
     }
@@ -65,8 +73,10 @@ at::Tensor comm_buffer(at::IntArrayRef sizes, const at::TensorOptions& options) 
   const size_t wanted = c10::multiply_integers(sizes) * options.dtype().itemsize();
   const size_t bytes = std::max<size_t>(kPage, (wanted + kPage - 1) / kPage * kPage);
   void* block = take(bytes);
-  return at::from_blob(block, sizes, [bytes](void* p) { give_back(p, bytes); },
-                       options);
+  return at::for_blob(static_cast<char*>(block) + kHeader, sizes)
+      .context(block, &give_back)
+      .options(options)
+      .make_tensor();
 }
 
 }  // namespace nnx
