@@ -57,9 +57,12 @@ void give_back(void* block) {
   {
     std::lock_guard lock(c.mutex);
     if (c.cached_bytes + bytes <= kMaxCachedBytes) {
-      c.free_blocks[bytes].push_back(block);
-      c.cached_bytes += bytes;
-      return;
+      try {
+        c.free_blocks[bytes].push_back(block);
+        c.cached_bytes += bytes;
+        return;
+      } catch (const std::bad_alloc&) {  // a deleter may not throw: the block goes back instead
+      }
     }
   }
   std::free(block);
