@@ -175,7 +175,8 @@ void open_board(detail::CommImpl& c, const char* op) {
 
 // `address`: posted with the fingerprint on the board, for members to read directly.
 bool fingerprints_match(detail::CommImpl& c, uint64_t sequence, const char* op,
-                        const at::Tensor& t, int64_t extra, const void* address = nullptr) {
+                        const at::Tensor& t, int64_t extra, const void* address = nullptr,
+                        const detail::OwnPart& own_part = {}) {
   uint64_t h = std::hash<std::string_view>{}(op);
   auto mix = [&h](uint64_t v) {  // splitmix64's finalizer: every input bit reaches every output bit
     h = (h ^ v) + 0x9E3779B97F4A7C15ull;
@@ -189,7 +190,7 @@ bool fingerprints_match(detail::CommImpl& c, uint64_t sequence, const char* op,
   mix(static_cast<uint64_t>(t.dim()));
   for (int64_t d = 0; d < t.dim(); ++d) mix(static_cast<uint64_t>(t.size(d)));
   open_board(c, op);
-  if (c.board) return c.board->agree(sequence, h, c.comm, op, c.name, address);
+  if (c.board) return c.board->agree(sequence, h, c.comm, op, c.name, address, own_part);
   const int64_t fp = static_cast<int64_t>(h >> 1);  // non-negative, so -fp is safe
   std::array<int64_t, 2> both{fp, -fp};             // max of fp and of -fp: min == max?
   run(c, c.name, op, [&](MPI_Request* r) {
@@ -255,6 +256,9 @@ struct BoardInput {
   bool moves_only = false;
   int direct_meetings = -1;
   bool stageable = false;  // an all-reduce, which may go through the staging area instead
+  // Where members read directly: this member's own part of the output, copied while the others
+  // post (an all-gather's input at its place, an all-to-all's own chunk).
+  detail::OwnPart own_part{};
 };
 
 // All members must call the same collective on the same dtype and shape: checked by fingerprint
@@ -298,7 +302,8 @@ std::optional<OnBoard> agree(detail::CommImpl& c, const char* op, const at::Tens
       std::memcpy(c.board->own_region(sequence), input.data, bytes);
     if (through_staging)
       std::memcpy(detail::staged_input(*c.board, c.size, c.rank), input.data, bytes);
-    if (fingerprints_match(c, sequence, op, t, extra, direct ? input.data : nullptr)) {
+    if (fingerprints_match(c, sequence, op, t, extra, direct ? input.data : nullptr,
+                           direct ? input.own_part : detail::OwnPart{})) {
       if (direct) c.calls += input.direct_meetings;
       if (through_staging) c.calls += detail::kStagedAllReduceMeetings;
       return on_board || direct || through_staging
@@ -364,6 +369,23 @@ BoardInput board_input(const detail::DeviceEngine* engine, const at::Tensor& inp
 detail::DirectCall direct_call(const detail::CommImpl& c, uint64_t sequence, const char* op) {
   return {*c.board, sequence, c.size, c.rank, c.comm, op, c.name};
 }
+
+// The own parts (BoardInput::own_part) of an all-gather's output `out` of `local`, and of an
+// all-to-all's output `out` of `send`.
+detail::OwnPart gathered_own_part(const detail::CommImpl& c, const at::Tensor& out,
+                                  const at::Tensor& local) {
+  const auto bytes = static_cast<size_t>(local.numel() * local.element_size());
+  return {local.data_ptr(), static_cast<char*>(out.data_ptr()) + c.rank * bytes, bytes};
+}
+detail::OwnPart exchanged_own_part(const detail::CommImpl& c, const at::Tensor& out,
+                                   const at::Tensor& send) {
+  const auto chunk = static_cast<size_t>(send.numel() / c.size * send.element_size());
+  const size_t at = static_cast<size_t>(c.rank) * chunk;
+  return {static_cast<const char*>(send.data_ptr()) + at, static_cast<char*>(out.data_ptr()) + at,
+          chunk};
+}
+using OwnPartOf = detail::OwnPart (*)(const detail::CommImpl&, const at::Tensor& out,
+                                      const at::Tensor& input);
 
 }  // namespace
 
@@ -578,16 +600,20 @@ void copy_into(const at::Tensor& out, const at::Tensor& result) {
 }
 
 // An `_into` call after its checks: a group of one copies; else the input goes to `rows`
-// (gather_rows, scatter_rows or exchange_rows), on the board where it fits.
+// (gather_rows, scatter_rows or exchange_rows), on the board where it fits. Calls that only move
+// data pass `own_part_of` (gathered_own_part, exchanged_own_part).
 template <class Rows>
 void run_into(detail::CommImpl& c, detail::DeviceEngine* engine, const char* op,
-              bool moves_only, const at::Tensor& out, const at::Tensor& tensor, Rows rows) {
+              const at::Tensor& out, const at::Tensor& tensor, Rows rows,
+              OwnPartOf own_part_of = nullptr) {
   if (c.size == 1) {
     agree(c, op, tensor, 0);
     return copy_into(out, tensor);
   }
   at::Tensor input = into_input(out, tensor);
-  const auto on_board = agree(c, op, tensor, 0, board_input(engine, input, moves_only));
+  BoardInput board = board_input(engine, input, own_part_of != nullptr);
+  if (own_part_of != nullptr) board.own_part = own_part_of(c, out, input);
+  const auto on_board = agree(c, op, tensor, 0, board);
   rows(c, engine, out, input, on_board);
 }
 
@@ -603,8 +629,6 @@ at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const
     return tensor;
   }
   at::Tensor local = tensor.contiguous();
-  const auto on_board =
-      agree(*impl_, "all_gather", tensor, dim, board_input(engine, local, true));
   // Along dim 0 the gathered rows are the output itself; along another dim they are stacked
   // first, then concatenated.
   auto sizes = tensor.sizes().vec();
@@ -613,6 +637,9 @@ at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const
   else
     sizes[0] *= impl_->size;
   at::Tensor out = output_buffer(engine, sizes, tensor.options());
+  BoardInput input = board_input(engine, local, true);
+  input.own_part = gathered_own_part(*impl_, out, local);
+  const auto on_board = agree(*impl_, "all_gather", tensor, dim, input);
   gather_rows(*impl_, engine, out, local, on_board);
   if (tensor.dim() == 0 || dim == 0) return out;
   return torch::cat(out.unbind(0), dim);
@@ -623,7 +650,7 @@ void Communicator::all_gather_into(const at::Tensor& out, const at::Tensor& tens
   check_output(out, tensor, tensor.numel() * impl_->size, "all_gather_into");
   if (!engine && staged(*impl_, tensor, "all_gather_into"))
     return copy_into(out, all_gather(tensor.cpu(), 0));
-  run_into(*impl_, engine, "all_gather", true, out, tensor, gather_rows);
+  run_into(*impl_, engine, "all_gather", out, tensor, gather_rows, gathered_own_part);
 }
 
 at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) const {
@@ -667,7 +694,7 @@ void Communicator::reduce_scatter_into(const at::Tensor& out, const at::Tensor& 
   if ((!engine && staged(*impl_, tensor, "reduce_scatter_into")) ||
       detail::reduced_in_float(tensor.scalar_type()))
     return copy_into(out, reduce_scatter(as_rows(tensor, impl_->size), 0));
-  run_into(*impl_, engine, "reduce_scatter", false, out, tensor, scatter_rows);
+  run_into(*impl_, engine, "reduce_scatter", out, tensor, scatter_rows);
 }
 
 at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
@@ -696,9 +723,10 @@ at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
     sizes[0] *= impl_->size;
   else
     sizes.insert(sizes.begin(), impl_->size);
-  const auto on_board = agree(*impl_, "all_to_all", tensor, split_dim * 64 + concat_dim,
-                              board_input(engine, send, true));
   at::Tensor received = output_buffer(engine, sizes, send.options());
+  BoardInput input = board_input(engine, send, true);
+  input.own_part = exchanged_own_part(*impl_, received, send);
+  const auto on_board = agree(*impl_, "all_to_all", tensor, split_dim * 64 + concat_dim, input);
   exchange_rows(*impl_, engine, received, send, on_board);
   if (concat_dim == 0) return received;
   return torch::cat(received.unbind(0), concat_dim);
@@ -712,7 +740,7 @@ void Communicator::all_to_all_into(const at::Tensor& out, const at::Tensor& tens
   check_output(out, tensor, tensor.numel(), "all_to_all_into");
   if (!engine && staged(*impl_, tensor, "all_to_all_into"))
     return copy_into(out, all_to_all(as_rows(tensor.cpu(), impl_->size), 0, 0));
-  run_into(*impl_, engine, "all_to_all", true, out, tensor, exchange_rows);
+  run_into(*impl_, engine, "all_to_all", out, tensor, exchange_rows, exchanged_own_part);
 }
 
 void Communicator::broadcast_(at::Tensor& tensor, int root) const {

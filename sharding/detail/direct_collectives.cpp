@@ -213,7 +213,6 @@ void direct_all_gather(const DirectCall& call, const void* mine, void* out, size
     read_or_ask(call, m, 0, to + m * bytes, bytes, {mine, bytes});
     call.board.acknowledge(m, call.sequence);
   });
-  if (bytes > 0) std::memcpy(to + call.me * bytes, mine, bytes);
   await_readers(call, {mine, bytes}, call.members - 1);
 }
 
@@ -225,8 +224,6 @@ void direct_all_to_all(const DirectCall& call, const void* mine, void* out, size
     read_or_ask(call, m, my_chunk, to + m * chunk_bytes, chunk_bytes, input);
     call.board.acknowledge(m, call.sequence);
   });
-  if (chunk_bytes > 0)
-    std::memcpy(to + my_chunk, static_cast<const char*>(mine) + my_chunk, chunk_bytes);
   await_readers(call, input, call.members - 1);
 }
 

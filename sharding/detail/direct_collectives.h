@@ -40,6 +40,8 @@ struct DirectCall {
   const std::string& comm_name;
 };
 
+// The two that only move data leave this member's own part of `out` to the meeting, which
+// copied it while the others posted (OwnPart in fingerprint_board.h).
 // out = every member's `bytes` in member order (`mine` is this member's input).
 void direct_all_gather(const DirectCall& call, const void* mine, void* out, size_t bytes);
 // Chunk m of out = chunk `me` of member m's input (`chunk_bytes` each).

@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
@@ -328,7 +329,8 @@ bool FingerprintBoard::read(int member, const void* remote, void* local, size_t 
 }
 
 bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm comm,
-                             const char* op, const std::string& comm_name, const void* address) {
+                             const char* op, const std::string& comm_name, const void* address,
+                             const OwnPart& own_part) {
   const uint64_t mine = word_of(sequence, fingerprint);
   // Published by the word's release below; no reader acknowledges before it sees the word.
   uint64_t* own = slot(rank_, sequence);
@@ -339,6 +341,7 @@ bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm c
     std::atomic_ref<uint64_t>(own[kReadMaskWord + w]).store(0, std::memory_order_relaxed);
   std::atomic_ref<uint64_t>(own[0]).store(mine, std::memory_order_release);
   wake_sleepers();
+  if (own_part.bytes > 0) std::memcpy(own_part.to, own_part.from, own_part.bytes);
   bool same = true;
   int next = 0;  // members before `next` have posted and been compared
   unsigned polls = 0;

@@ -1,8 +1,8 @@
 // The fingerprint board: shared memory where each member of a communicator posts the
 // fingerprint of the collective it is about to make and reads the others'. Where all members
 // share one machine, comparing there costs a cache line per member instead of an MPI
-// all-reduce. Nothing moves until every member has posted, so a mismatch is still caught before
-// any data does. Small collectives move their data on the board too: each member writes its input
+// all-reduce. Nothing moves between members until every member has posted, so a mismatch is
+// still caught before any data does. Small collectives move their data on the board too: each member writes its input
 // into its own region before it posts, and reads the others' once all have posted. Larger ones
 // may post their input's address instead, and members then read each other's inputs directly
 // (process_memory.h) where the kernel lets them.
@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -29,6 +30,14 @@ void refuse_next_board_probe();
 // staging area, as a full /dev/shm would: it opens without the area (for tests).
 void refuse_next_staging_area();
 
+// A copy within one member's memory that agree makes while the others post: the member's own
+// part of a collective's output, which needs nobody else's data.
+struct OwnPart {
+  const void* from = nullptr;
+  void* to = nullptr;
+  size_t bytes = 0;
+};
+
 // Its own cache lines: waits poll its fields, and sharing a line with the heap's neighbours cost a
 // quarter of a small all-reduce's time on 4 ranks over 2 cores (tools/bench/collectives.cpp).
 class alignas(64) FingerprintBoard {
@@ -45,9 +54,11 @@ class alignas(64) FingerprintBoard {
   // Posts this member's fingerprint of collective number `sequence`, waits (without hanging,
   // as wait_for) until every member has posted its own, and says whether all are equal.
   // Data written into own_region(sequence) before the call is visible to every member after it,
-  // and so is `address` (posted with the fingerprint) as address(member, sequence).
+  // and so is `address` (posted with the fingerprint) as address(member, sequence). `own_part`
+  // is copied once this member has posted, whatever the others post (on a mismatch too).
   bool agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm comm, const char* op,
-             const std::string& comm_name, const void* address = nullptr);
+             const std::string& comm_name, const void* address = nullptr,
+             const OwnPart& own_part = {});
   const void* address(int member, uint64_t sequence) const;
 
   // A member done reading member `source`'s input of collective `sequence` acknowledges it.

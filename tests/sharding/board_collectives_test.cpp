@@ -162,6 +162,10 @@ TEST_CASE("collectives on the board, by direct reads and through MPI equal their
     auto exchanged = torch::full({rows}, 7, mine.options());
     world.all_to_all_into(exchanged, mine);
     CHECK(torch::equal(exchanged, torch::cat(received, 0)));
+    // In place: the input is copied first, and the own chunk comes from that copy.
+    auto swapped = mine.clone();
+    world.all_to_all_into(swapped, swapped);
+    CHECK(torch::equal(swapped, torch::cat(received, 0)));
 
     for (int root = 0; root < n; ++root) {
       auto b = mine.clone();
@@ -174,7 +178,7 @@ TEST_CASE("collectives on the board, by direct reads and through MPI equal their
     // move data up to 16 KiB; all-reduces above that through the staging area up to 1 MiB;
     // the rest by direct reads (up to 16 MiB, more than these reach).
     const int64_t bytes = rows * mine.element_size();
-    const int scatters = dtype != at::kByte ? 2 : 0, moves = 4 + n;
+    const int scatters = dtype != at::kByte ? 2 : 0, moves = 5 + n;
     const int all_reduces = dtype != at::kByte ? 3 : 2;  // bytes' sums are skipped
     const int reductions = scatters + all_reduces;
     const int on_board =
@@ -443,6 +447,14 @@ TEST_CASE("members disagreeing on a direct collective's shape get an error on ev
   // another shape, also read directly. Nothing is read, and every member throws.
   auto x = torch::full({(me == n - 1 ? 60000 : 50000) * n}, static_cast<float>(me));
   CHECK_THROWS_WITH(world.all_to_all(x, 0, 0), Contains("members disagree on the collective"));
+  // The _into form writes this member's own chunk while the others post where members read
+  // directly, and nothing else; through MPI, nothing.
+  const int64_t chunk = x.numel() / n;
+  auto out = torch::full_like(x, -1.0f);
+  CHECK_THROWS_WITH(world.all_to_all_into(out, x), Contains("members disagree on the collective"));
+  auto expected = torch::full_like(x, -1.0f);
+  if (direct_expected(world)) expected.narrow(0, me * chunk, chunk).fill_(static_cast<float>(me));
+  CHECK(torch::equal(out, expected));
   auto y = torch::full({50000 * n}, static_cast<float>(me));  // still in step
   CHECK(torch::equal(world.all_to_all(y, 0, 0),
                      torch::arange(n).to(torch::kFloat).repeat_interleave(50000)));
