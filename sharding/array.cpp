@@ -8,6 +8,7 @@
 #include <torch/types.h>
 
 #include <algorithm>
+#include <array>
 #include <functional>
 
 namespace nnx {
@@ -67,12 +68,26 @@ const std::shared_ptr<const ArrayLayout>& Array::empty_layout() {
   return empty;
 }
 
-Array::Array(at::Tensor full) : local_(std::move(full)) {
-  Shape shape = local_.defined() ? local_.sizes().vec() : Shape{};
-  PartitionSpec whole(std::vector<SpecEntry>(shape.size()));  // every dim whole
-  layout_ = std::make_shared<const ArrayLayout>(std::move(shape), std::move(whole),
-                                                std::vector<std::string>{});
+namespace {
+// The layout of a whole array of shape `sizes`, shared with the last arrays of that shape this
+// thread made: an op's output on no mesh then costs no allocation for its layout.
+std::shared_ptr<const ArrayLayout> whole_layout(at::IntArrayRef sizes) {
+  constexpr size_t kKept = 8;
+  thread_local std::array<std::shared_ptr<const ArrayLayout>, kKept> kept;
+  thread_local size_t next = 0;
+  for (const auto& layout : kept)
+    if (layout && sizes.equals(layout->shape())) return layout;
+  PartitionSpec whole(std::vector<SpecEntry>(sizes.size()));  // every dim whole
+  auto& slot = kept[next++ % kKept];
+  slot = std::make_shared<const ArrayLayout>(sizes.vec(), std::move(whole),
+                                             std::vector<std::string>{});
+  return slot;
 }
+}  // namespace
+
+Array::Array(at::Tensor full)
+    : local_(std::move(full)),
+      layout_(local_.defined() ? whole_layout(local_.sizes()) : empty_layout()) {}
 
 Array Array::abstract(const Shape& shape, at::ScalarType dtype) {
   return Array(torch::empty(shape, torch::TensorOptions().dtype(dtype).device(torch::kMeta)));

@@ -290,3 +290,20 @@ TEST_CASE("results of a remembered plan share its output layout, and layouts has
   CHECK(rows.layout()->hash() != whole.layout()->hash());
   CHECK(rows.layout()->hash() != nnx::device_put(t.reshape({2, 8}), {mesh, P("x")}).layout()->hash());
 }
+
+TEST_CASE("results on no mesh share the layout of recent ones of their shape, and only theirs") {
+  auto t = torch::ones({3, 5});
+  auto first = nnx::relu(nnx::Array(t)), second = nnx::relu(nnx::Array(t));
+  CHECK(first.layout() == second.layout());  // no layout made per result
+  // Many other shapes in between: each array still has its own shape and a whole spec.
+  std::vector<nnx::Array> others;
+  for (int64_t n = 1; n <= 20; ++n) others.emplace_back(torch::zeros({n, 5 + n}));
+  for (int64_t n = 1; n <= 20; ++n) {
+    CHECK(others[n - 1].shape() == nnx::Shape{n, 5 + n});
+    CHECK(others[n - 1].spec() == P(none, none));
+  }
+  CHECK(nnx::Array(torch::ones({3, 5})).shape() == nnx::Shape{3, 5});
+  CHECK(*nnx::Array(torch::ones({3, 5})).layout() == *first.layout());
+  CHECK(nnx::Array(torch::tensor(2.0f)).shape().empty());
+  CHECK(nnx::Array(torch::ones({5, 3})).shape() == nnx::Shape{5, 3});
+}
