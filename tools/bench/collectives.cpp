@@ -13,7 +13,9 @@
 // after a barrier (per-call time = batch time / calls), as a training step makes them; the
 // systems alternate batch by batch so drift touches all alike; medians. Each sample also times
 // one call of MPI and one of the into form alone after a barrier (first_call_ratio): the latency
-// of a call whose members arrive unevenly, which a batch spreads over its calls.
+// of a call whose members arrive unevenly, which a batch spreads over its calls. A second lone
+// MPI call into buffers of its own gives the spread of like against like there
+// (first_call_again_ratio).
 #include <nnx/nnx.h>
 
 #include <mpi.h>
@@ -51,7 +53,8 @@ int main(int argc, char** argv) {
       return Outputs{torch::zeros({count}), torch::empty({count / n}), torch::empty({count * n})};
     };
     Outputs mpi_out = outputs(), again_out = outputs(), nnx_out = outputs();
-    Outputs mpi_first_out = outputs(), nnx_first_out = outputs();  // for the single calls
+    Outputs mpi_first_out = outputs(), again_first_out = outputs(),  // for the single calls
+        nnx_first_out = outputs();
     const int c = static_cast<int>(count);
     struct Op {
       const char* name;
@@ -100,6 +103,7 @@ int main(int argc, char** argv) {
                             into = [&] { op.into(nnx_out); };
       // The single calls write buffers of their own: one a batch writes next would be warm.
       std::function<void()> mpi_first = [&] { op.mpi(mpi_first_out); },
+                            again_first = [&] { op.mpi(again_first_out); },
                             into_first = [&] { op.into(nnx_first_out); };
       std::vector<std::function<void()>*> systems{&mpi, &again, &into};
       if (op.returning) systems.push_back(&op.returning);
@@ -113,19 +117,22 @@ int main(int argc, char** argv) {
       };
       for (auto* s : systems) batch(*s, calls);  // warm-up: caches, first-touch pages
       batch(mpi_first, 1);
+      batch(again_first, 1);
       batch(into_first, 1);
-      std::vector<double> mpi_first_times, into_first_times;
+      std::vector<double> mpi_first_times, again_first_times, into_first_times;
       for (int k = 0; k < samples; ++k) {
         for (size_t s = 0; s < systems.size(); ++s)
           times[s].push_back(batch(*systems[s], calls));
         mpi_first_times.push_back(batch(mpi_first, 1));
+        again_first_times.push_back(batch(again_first, 1));
         into_first_times.push_back(batch(into_first, 1));
       }
       const double mpi_us = nnx_bench::median(times[0]) * 1e6;
       const double again_us = nnx_bench::median(times[1]) * 1e6;
       const double into_us = nnx_bench::median(times[2]) * 1e6;
-      const double first_ratio =
-          nnx_bench::median(into_first_times) / nnx_bench::median(mpi_first_times);
+      const double mpi_first_s = nnx_bench::median(mpi_first_times);
+      const double first_ratio = nnx_bench::median(into_first_times) / mpi_first_s;
+      const double first_again_ratio = nnx_bench::median(again_first_times) / mpi_first_s;
       if (world.rank() != 0) continue;
       std::string line = fmt::format(
           "{{\"bench\": \"collectives\", \"op\": \"{}\", \"ranks\": {}, \"bytes\": {}, "
@@ -137,7 +144,8 @@ int main(int argc, char** argv) {
         line += fmt::format(", \"returning_us\": {:.2f}, \"returning_ratio\": {:.3f}",
                             returning, returning / mpi_us);
       }
-      line += fmt::format(", \"first_call_ratio\": {:.3f}", first_ratio);
+      line += fmt::format(", \"first_call_ratio\": {:.3f}, \"first_call_again_ratio\": {:.3f}",
+                          first_ratio, first_again_ratio);
       fmt::print("{}}}\n", line);
     }
   }
