@@ -2,7 +2,7 @@
 // parameter's state layout, then the updates added in place (all-gathered for ZeRO parameters).
 #include <nnx/core/error.h>
 #include <nnx/framework/graph.h>
-#include <nnx/optim/detail/adam_kernel.h>
+#include <nnx/optim/detail/step_kernel.h>
 #include <nnx/optim/detail/fused_stage.h>
 #include <nnx/optim/detail/tx_state_copy.h>
 #include <nnx/optim/optimizer.h>
@@ -136,15 +136,15 @@ void Optimizer::update(Module& model, State grads) {
     updates.add(path, nnx::detail::variable_like(g, value));
   }
   State view = transform_view(params);
-  // CUDA tensors: Adam chains as nnx's Adam kernel (adam_kernel.h). CPU tensors: every
-  // built-in chain as nnx's own pass. Else the transformations' `update`.
+  // Every built-in chain: on CUDA tensors as nnx's step kernel (step_kernel.h), on CPU tensors
+  // as nnx's own pass. Else the transformations' `update`.
   const bool zero = std::any_of(slots_.begin(), slots_.end(),
                                 [](const Slot& s) { return s.zero_spec.has_value(); });
-  const bool kernel = tx_.fused && !zero && detail::adam_kernel_applies(updates, params);
+  const bool kernel = tx_.fused && !zero && detail::step_kernel_applies(updates, params);
   const bool own_pass = tx_.fused && detail::fusable(updates, view);
   std::shared_ptr<FusedStage> fused;
   if (kernel || own_pass) fused = tx_.fused(state_, FusedInputs{updates, view, true});
-  if (fused && kernel && detail::run_adam_kernel(*fused, params, updates)) {
+  if (fused && kernel && detail::run_step_kernel(*fused, params, updates)) {
     step_.set_value(Array(torch::full({}, step() + 1, torch::kLong)));
     return;
   }

@@ -101,7 +101,7 @@ class ChainStage final : public FusedStage {
     for (const auto& s : stages_) s->apply(i, begin, n, u, p);
   }
   void finish() override { for (auto& s : stages_) s->finish(); }
-  bool add_to(AdamKernelPlan& plan) const override {
+  bool add_to(KernelPlan& plan) const override {
     for (const auto& s : stages_)
       if (!s->add_to(plan)) return false;
     return true;
@@ -116,6 +116,20 @@ void set_step_count(Variable& count, int64_t n) {
 }
 int64_t step_count(const Variable& count) { return count.tensor().item<int64_t>(); }
 
+// Appends an operation of `kind` to `plan`: scalars(T{}) gives its scalars rounded to T.
+template <class Scalars>
+KernelOp& append(KernelPlan& plan, cuda::StepKind kind, const Scalars& scalars,
+                 std::vector<const std::vector<at::Tensor>*> slots = {}) {
+  KernelOp op;
+  op.kind = kind;
+  op.single = scalars(float{});
+  op.wide = scalars(double{});
+  op.slots = std::move(slots);
+  plan.ops.push_back(std::move(op));
+  return plan.ops.back();
+}
+template <class T> using Scalars = std::array<T, 8>;
+
 class ScaleStage final : public TypedStage<ScaleStage> {
  public:
   ScaleStage(double factor, Variable* count) : factor_(factor), count_(count) {}
@@ -124,10 +138,9 @@ class ScaleStage final : public TypedStage<ScaleStage> {
     for (int64_t j = 0; j < n; ++j) u[j] = u[j] * f;
   }
   void finish() override { if (count_) set_step_count(*count_, step_count(*count_) + 1); }
-  bool add_to(AdamKernelPlan& plan) const override {  // the descent step after Adam
-    if (plan.mu == nullptr || plan.scaled) return false;
-    plan.scaled = true;
-    plan.scale = factor_;
+  bool add_to(KernelPlan& plan) const override {
+    append(plan, cuda::StepKind::scale,
+           [&](auto zero) { return Scalars<decltype(zero)>{static_cast<decltype(zero)>(factor_)}; });
     return true;
   }
 
@@ -148,6 +161,13 @@ class TraceStage final : public SlotStage<TraceStage> {
       t[j] = next;
       u[j] = nesterov_ ? u[j] + d * next : next;
     }
+  }
+  bool add_to(KernelPlan& plan) const override {
+    append(
+        plan, nesterov_ ? cuda::StepKind::nesterov_trace : cuda::StepKind::trace,
+        [&](auto zero) { return Scalars<decltype(zero)>{static_cast<decltype(zero)>(decay_)}; },
+        {&slot_tensors_of(0)});
+    return true;
   }
 
  private:
@@ -183,14 +203,17 @@ class AdamStage final : public SlotStage<AdamStage> {
     SlotStage::finish();
     set_step_count(count_, step_);
   }
-  bool add_to(AdamKernelPlan& plan) const override {  // first, and without eps_root
-    if (plan.mu != nullptr || eps_root_ != 0) return false;
-    plan.mu = &slot_tensors_of(0);
-    plan.nu = &slot_tensors_of(1);
-    plan.step = step_;
-    plan.b1 = b1_;
-    plan.b2 = b2_;
-    plan.eps = eps_;
+  bool add_to(KernelPlan& plan) const override {
+    append(
+        plan, cuda::StepKind::adam,
+        [&](auto zero) {
+          using T = decltype(zero);
+          const auto& [r1, r2] = reciprocals<T>();
+          return Scalars<T>{static_cast<T>(1 - b1_), static_cast<T>(b1_),
+                            static_cast<T>(1 - b2_), static_cast<T>(b2_),
+                            r1, r2, static_cast<T>(eps_root_), static_cast<T>(eps_)};
+        },
+        {&slot_tensors_of(0), &slot_tensors_of(1)});
     return true;
   }
 
@@ -222,6 +245,17 @@ class RmsStage final : public SlotStage<RmsStage> {
       u[j] = g * (T(1) / std::sqrt(v + eps));
     }
   }
+  bool add_to(KernelPlan& plan) const override {
+    append(
+        plan, cuda::StepKind::rms,
+        [&](auto zero) {
+          using T = decltype(zero);
+          return Scalars<T>{static_cast<T>(1 - decay_), static_cast<T>(decay_),
+                            static_cast<T>(eps_)};
+        },
+        {&slot_tensors_of(0)});
+    return true;
+  }
 
  private:
   double decay_, eps_;
@@ -241,6 +275,17 @@ class LionStage final : public SlotStage<LionStage> {
       mu[j] = one_b2 * g + b2 * m;
     }
   }
+  bool add_to(KernelPlan& plan) const override {
+    append(
+        plan, cuda::StepKind::lion,
+        [&](auto zero) {
+          using T = decltype(zero);
+          return Scalars<T>{static_cast<T>(1 - b1_), static_cast<T>(b1_), static_cast<T>(1 - b2_),
+                            static_cast<T>(b2_)};
+        },
+        {&slot_tensors_of(0)});
+    return true;
+  }
 
  private:
   double b1_, b2_;
@@ -255,10 +300,10 @@ class DecayStage final : public TypedStage<DecayStage> {
     const T wd = static_cast<T>(weight_decay_);
     for (int64_t j = 0; j < n; ++j) u[j] = u[j] + wd * p[j];
   }
-  bool add_to(AdamKernelPlan& plan) const override {  // between Adam and the scale, once
-    if (plan.mu == nullptr || plan.scaled || !plan.decayed.empty()) return false;
-    plan.weight_decay = weight_decay_;
-    plan.decayed = selected_;
+  bool add_to(KernelPlan& plan) const override {
+    append(plan, cuda::StepKind::decay, [&](auto zero) {
+      return Scalars<decltype(zero)>{static_cast<decltype(zero)>(weight_decay_)};
+    }).selected = &selected_;
     return true;
   }
 
@@ -275,6 +320,14 @@ class ClipStage final : public TypedStage<ClipStage> {
     if (norm_ < max_norm_) return;
     const T norm = static_cast<T>(norm_), max_norm = static_cast<T>(max_norm_);
     for (int64_t j = 0; j < n; ++j) u[j] = u[j] / norm * max_norm;
+  }
+  bool add_to(KernelPlan& plan) const override {  // after prepare: clips or is not there
+    if (norm_ < max_norm_) return true;
+    append(plan, cuda::StepKind::clip, [&](auto zero) {
+      using T = decltype(zero);
+      return Scalars<T>{static_cast<T>(norm_), static_cast<T>(max_norm_)};
+    });
+    return true;
   }
 
  private:

@@ -5,8 +5,10 @@
 #pragma once
 
 #include <nnx/framework/state.h>
+#include <nnx/optim/detail/cuda/fused_step.h>
 #include <nnx/optim/transform.h>
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -27,18 +29,18 @@ inline const Variable& state_entry(const State& s, size_t i) {
   return (s.begin() + static_cast<std::ptrdiff_t>(i))->second;
 }
 
-// A chain as one launch of nnx's CUDA Adam kernel (adam_kernel.h): Adam's moments and
-// hyperparameters, then optionally decoupled weight decay (of the parameters `decayed` selects),
-// then a scale by -learning_rate. Stages fill it in chain order.
-struct AdamKernelPlan {
-  const std::vector<at::Tensor>* mu = nullptr;  // null until an Adam stage is seen
-  const std::vector<at::Tensor>* nu = nullptr;
-  int64_t step = 0;
-  double b1 = 0, b2 = 0, eps = 0;
-  double weight_decay = 0;
-  std::vector<bool> decayed;  // empty: no decay
-  bool scaled = false;        // the scale is known
-  double scale = 0;           // the scale stage's factor: -learning_rate
+// A chain as one launch of nnx's CUDA step kernel (step_kernel.h): each stage appends its
+// operation, in chain order, with its scalars rounded to float and to double as its loop rounds
+// them, and its slot tensors (one per parameter each).
+struct KernelOp {
+  detail::cuda::StepKind kind;
+  std::array<float, 8> single{};
+  std::array<double, 8> wide{};
+  std::vector<const std::vector<at::Tensor>*> slots;
+  const std::vector<bool>* selected = nullptr;  // weight decay: the parameters it applies to
+};
+struct KernelPlan {
+  std::vector<KernelOp> ops;
 };
 
 class FusedStage {
@@ -52,8 +54,8 @@ class FusedStage {
   virtual void apply(size_t i, int64_t begin, int64_t n, double* u, const double* p) const = 0;
   // After every element: step counters advance.
   virtual void finish() {}
-  // Adds this stage to `plan`; false where the kernel cannot do what the stage does.
-  virtual bool add_to(AdamKernelPlan&) const { return false; }
+  // Adds this stage to `plan` (after `prepare`); false where the kernel cannot do what it does.
+  virtual bool add_to(KernelPlan&) const { return false; }
 };
 
 namespace detail {

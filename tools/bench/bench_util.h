@@ -1,12 +1,25 @@
 // Timing helpers for the benchmark programs: medians of many repetitions, JSON lines.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <utility>
 #include <vector>
 
 namespace nnx_bench {
+
+// A benchmark's main: run(argc, argv), or its error on stderr after the program's name and 1.
+template <class Run> int main_of(const char* program, Run&& run, int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "{}: {}\n", program, e.what());
+    return 1;
+  }
+}
 
 // The median of `values` (the upper one of an even count).
 inline double median(std::vector<double> values) {

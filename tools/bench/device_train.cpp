@@ -16,6 +16,8 @@
 
 #include <fmt/format.h>
 
+#include "bench_util.h"
+
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -172,10 +174,7 @@ Runs gpt_runs(const std::map<std::string, int64_t>& size, torch::Device device,
            [=] { torch_opt->step(); }}};
 }
 
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
+using nnx_bench::median;
 
 int run(int argc, char** argv) {
   NNX_CHECK(argc >= 2, "usage: bench_device_train dot_relu_dot|gpt [steps=20] [key=value ...]");
@@ -256,11 +255,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "bench_device_train: {}\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return nnx_bench::main_of("bench_device_train", run, argc, argv); }

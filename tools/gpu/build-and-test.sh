@@ -28,7 +28,8 @@ build=$root/build-gpu
 mkdir -p "$out" "$logs"
 failed=()
 pack() {  # the logs and results, as one file in OUT_DIR
-  grep -h '"bench"' "$logs"/bench_*.log "$logs"/flax_*.log "$logs"/sharded_init_memory.log \
+  grep -h '"bench"' "$logs"/bench_*.log "$logs"/flax_*.log "$logs"/torch_*.log \
+    "$logs"/sharded_init_memory.log \
     > "$logs/benchmarks.jsonl" 2>/dev/null
   tar -czf "$out/gpu-logs.tgz" -C "$logs" . 2>/dev/null
 }
@@ -91,6 +92,7 @@ if [ -n "$bin" ]; then
   echo "== programs built for torch $torch_version: $bin"
   tests=$bin/nnx_tests values=$bin/flax_peer_values
   bench_train=$bin/bench_device_train bench_init=$bin/bench_sharded_init
+  bench_opt=$bin/bench_device_optimizers
   # The helper programs the checkpoint suites run, in place of the paths of the build elsewhere.
   export NNX_CKPT_TOOL=$bin/nnx-ckpt NNX_CRASH_SAVER=$bin/nnx_crash_saver NNX_PYTHON=python3 \
     NNX_NUMPY_READ=$root/tests/checkpoint/numpy_read.py
@@ -102,6 +104,7 @@ else
   step build 1800 cmake --build "$build" -j "$(nproc)"
   tests=$build/tests/nnx_tests values=$build/tests/flax_peer_values
   bench_train=$build/tools/bench/bench_device_train bench_init=$build/tools/bench/bench_sharded_init
+  bench_opt=$build/tools/bench/bench_device_optimizers
 fi
 
 gpu_cases() { step gpu_cases 90 env NNX_DEVICE=cuda "$tests" "[gpu]"; }
@@ -131,7 +134,11 @@ figures() {
     $with_flax && step "flax_$workload" 120 python3 "$root/tools/bench/peers/flax_device.py" \
       "$workload" --steps 20
   done
-  grep -h '"bench"' "$logs"/bench_*.log "$logs"/flax_*.log "$logs"/sharded_init_memory.log
+  # The optimizer step alone: nnx's kernel, the same chains by tensor ops, LibTorch's, PyTorch's.
+  step bench_optimizers 90 env NNX_DEVICE=cuda "$bench_opt" 50
+  step torch_optimizers 90 python3 "$root/tools/bench/peers/torch_optimizers_device.py" --steps 50
+  grep -h '"bench"' "$logs"/bench_*.log "$logs"/flax_*.log "$logs"/torch_*.log \
+    "$logs"/sharded_init_memory.log
 }
 
 suites() {

@@ -37,7 +37,8 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNNX_PYTHON="$
   -DTORCH_CUDA_ARCH_LIST="$arch" -DNNX_BUILD_EXAMPLES=OFF \
   -DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined  # the CUDA wheels it loads are not here
 programs=(tests/nnx_tests tests/flax_peer_values tests/nnx_crash_saver tools/nnx-ckpt/nnx-ckpt
-          tools/bench/bench_device_train tools/bench/bench_sharded_init)
+          tools/bench/bench_device_train tools/bench/bench_sharded_init
+          tools/bench/bench_device_optimizers)
 cmake --build "$build" -j "${NNX_JOBS:-2}" --target "${programs[@]##*/}"
 mkdir -p "$root/.gpu/bin"
 for p in "${programs[@]}"; do cp "$build/$p" "$root/.gpu/bin/"; done

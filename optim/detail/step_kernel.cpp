@@ -1,0 +1,140 @@
+#include <nnx/optim/detail/step_kernel.h>
+
+#ifdef NNX_WITH_CUDA
+#include <nnx/core/error.h>
+#include <nnx/sharding/world.h>
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/autograd/variable.h>
+#endif
+
+#include <atomic>
+#include <vector>
+
+namespace nnx::optim::detail {
+
+namespace {
+
+std::atomic<int64_t> steps_run{0};
+
+#ifdef NNX_WITH_CUDA
+// The plan as the kernel's program in T, each operation's first slot numbered in chain order;
+// false where it has more operations or slots than a launch carries.
+template <class T> bool program_of(const KernelPlan& plan, cuda::StepProgram<T>& program) {
+  if (plan.ops.size() > static_cast<size_t>(cuda::kMaxStages)) return false;
+  int32_t slots = 0;
+  program.count = static_cast<int32_t>(plan.ops.size());
+  for (size_t k = 0; k < plan.ops.size(); ++k) {
+    const KernelOp& op = plan.ops[k];
+    auto& to = program.ops[k];
+    to.kind = op.kind;
+    to.slot = slots;
+    const auto& scalars = [&]() -> const std::array<T, 8>& {
+      if constexpr (std::is_same_v<T, float>) return op.single;
+      else return op.wide;
+    }();
+    std::copy(scalars.begin(), scalars.end(), to.s);
+    slots += static_cast<int32_t>(op.slots.size());
+  }
+  return slots <= cuda::kMaxSlots;
+}
+
+// Parameter i's blocks: its own, its gradient's and its slots', and the operations it skips.
+cuda::StepBlocks blocks_of(const KernelPlan& plan, size_t i, const at::Tensor& param,
+                           const at::Tensor& gradient) {
+  cuda::StepBlocks b{param.data_ptr(), gradient.data_ptr(), {}, param.numel(), 0};
+  int slot = 0;
+  for (size_t k = 0; k < plan.ops.size(); ++k) {
+    const KernelOp& op = plan.ops[k];
+    for (const auto* tensors : op.slots) b.slots[slot++] = (*tensors)[i].data_ptr();
+    if (op.selected != nullptr && !(*op.selected)[i]) b.skipped |= 1u << k;
+  }
+  return b;
+}
+
+// True when every slot is a block of its parameter's dtype, size and device (not so after a
+// model moved devices under its optimizer: the transformations' update then says what is wrong).
+bool slots_match(const KernelPlan& plan, const State& params) {
+  for (const KernelOp& op : plan.ops)
+    for (const auto* tensors : op.slots)
+      for (size_t i = 0; i < params.size(); ++i) {
+        const at::Tensor& p = state_entry(params, i).tensor();
+        const at::Tensor& t = (*tensors)[i];
+        if (t.scalar_type() != p.scalar_type() || t.device() != p.device() ||
+            t.numel() != p.numel() || !t.is_contiguous())
+          return false;
+      }
+  return true;
+}
+
+template <class T>
+void enqueue(const std::vector<cuda::StepBlocks>& blocks, const cuda::StepProgram<T>& program,
+             const at::Tensor& first) {
+  const c10::cuda::CUDAGuard guard(first.device());
+  void* stream = c10::cuda::getCurrentCUDAStream(first.device().index()).stream();
+  const char* error = cuda::enqueue_fused_step(blocks.data(), blocks.size(), program, stream);
+  if (error != nullptr)
+    nnx::detail::throw_error(
+        "Optimizer::update",
+        fmt::format("the optimizer's step kernel failed to launch on {} (rank {}): {}; rerun with "
+                    "CUDA_LAUNCH_BLOCKING=1 to find the operation at fault",
+                    first.device().str(), world_rank(), error));
+}
+
+template <class T> bool launch_step(FusedStage& stage, State& params, const State& updates) {
+  stage.prepare();
+  KernelPlan plan;
+  cuda::StepProgram<T> program{};
+  if (!stage.add_to(plan) || !program_of(plan, program) || !slots_match(plan, params))
+    return false;
+  std::vector<at::Tensor> gradients;  // alive until the launch is enqueued
+  std::vector<cuda::StepBlocks> blocks;
+  size_t i = 0;
+  for (auto& [path, variable] : params) {
+    gradients.push_back(state_entry(updates, i).tensor().contiguous());
+    blocks.push_back(blocks_of(plan, i++, variable.tensor(), gradients.back()));
+  }
+  enqueue(blocks, program, state_entry(params, 0).tensor());
+  // Written in place as an in-place op would be: a graph that saved a parameter sees the change.
+  for (auto& [path, variable] : params) torch::autograd::impl::bump_version(variable.tensor());
+  stage.finish();  // the slots' versions, the step counters
+  ++steps_run;
+  return true;
+}
+#endif
+
+}  // namespace
+
+int64_t step_kernel_steps() { return steps_run.load(); }
+
+bool step_kernel_applies(const State& updates, const State& params) {
+#ifdef NNX_WITH_CUDA
+  if (params.size() == 0 || updates.size() != params.size()) return false;
+  const at::Tensor& first = state_entry(params, 0).tensor();
+  const auto dtype = first.scalar_type();
+  if ((dtype != at::kFloat && dtype != at::kDouble) || !first.is_cuda()) return false;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor& p = state_entry(params, i).tensor();
+    const at::Tensor& g = state_entry(updates, i).tensor();
+    if (p.scalar_type() != dtype || g.scalar_type() != dtype || p.device() != first.device() ||
+        g.device() != first.device() || !p.is_contiguous() || g.sizes() != p.sizes())
+      return false;
+  }
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool run_step_kernel(FusedStage& stage, State& params, const State& updates) {
+#ifdef NNX_WITH_CUDA
+  return state_entry(params, 0).tensor().scalar_type() == at::kFloat
+             ? launch_step<float>(stage, params, updates)
+             : launch_step<double>(stage, params, updates);
+#else
+  return false;
+#endif
+}
+
+}  // namespace nnx::optim::detail

@@ -1,0 +1,24 @@
+// Every built-in chain (Adam, AdamW, Lion, SGD with or without momentum, RMSProp, with weight
+// decay, clipping and schedules) on CUDA tensors as nnx's own kernel (cuda/fused_step.h): one
+// launch for up to 32 parameters instead of a dozen elementwise kernels per parameter, with the
+// fused pass's arithmetic, so its values equal optax's (and the CPU's) bit for bit. CPU tensors
+// take the fused pass itself.
+#pragma once
+
+#include <nnx/framework/state.h>
+#include <nnx/optim/detail/fused_stage.h>
+
+namespace nnx::optim::detail {
+
+// True when the kernel may take these updates and parameters: one floating dtype (float32 or
+// float64) on one CUDA device, contiguous parameters, gradients of the parameters' shapes.
+bool step_kernel_applies(const State& updates, const State& params);
+
+// Prepares `stage` and runs the whole step for `params` (updated in place) if the kernel can do
+// every stage; false, having changed nothing but the stage's preparation, where it cannot.
+bool run_step_kernel(FusedStage& stage, State& params, const State& updates);
+
+// How many steps this process has run through the kernel (for tests).
+int64_t step_kernel_steps();
+
+}  // namespace nnx::optim::detail
