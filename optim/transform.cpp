@@ -9,6 +9,7 @@
 #include <torch/utils.h>
 
 #include <cmath>
+#include <vector>
 
 namespace nnx::optim {
 
@@ -225,9 +226,18 @@ GradientTransformation add_decayed_weights(double weight_decay, std::optional<Fi
 
 double global_norm(const State& tree) {
   torch::NoGradGuard no_grad;
+  // Each variable's sum of squares stays on its device until all are taken: one wait, not one
+  // per variable. They add up in double, in state order.
+  std::vector<at::Tensor> sums;
+  for (const auto& [path, v] : tree) {
+    at::Tensor sum = nnx::gather(nnx::sum(nnx::square(v.value()))).reshape({1});
+    sums.push_back(sum.to(sums.empty() ? sum.device() : sums.front().device(), at::kDouble));
+  }
+  if (sums.empty()) return 0;
+  const at::Tensor host = at::cat(sums).cpu();
+  const double* each = host.data_ptr<double>();
   double total = 0;
-  for (const auto& [path, v] : tree)
-    total += nnx::gather(nnx::sum(nnx::square(v.value()))).item<double>();
+  for (int64_t i = 0; i < host.numel(); ++i) total += each[i];
   return std::sqrt(total);
 }
 

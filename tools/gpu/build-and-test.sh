@@ -5,7 +5,8 @@
 # against that python3's LibTorch, and runs, by phase:
 #   figures: the [gpu] cases; the seed guide's losses on the GPU against the CPU; the peak GPU
 #            memory of sharded init; the GPU benchmarks (nnx, plain LibTorch, Flax NNX under jit);
-#   cases, benchmarks: the [gpu] cases alone; the benchmarks of nnx and plain LibTorch alone;
+#   cases, benchmarks: the [gpu] cases alone; the benchmarks of nnx, plain LibTorch and PyTorch's
+#            optimizers alone;
 #   suites:  the single-process suite on the GPU (NNX_DEVICE=cuda, NCCL); the 2- and 4-rank
 #            suites sharing the GPU, through the MPI engine's host staging;
 #   by_file: the suites on 1, 2 and 4 ranks with each test file in a process of its own (one
@@ -110,7 +111,12 @@ fi
 gpu_cases() { step gpu_cases 90 env NNX_DEVICE=cuda "$tests" "[gpu]"; }
 
 bench_nnx() { step "bench_$1" 90 env NNX_DEVICE=cuda "$bench_train" "$1" 20; }  # and LibTorch
-nnx_benchmarks() { bench_nnx dot_relu_dot; bench_nnx gpt; }
+# The optimizer step alone: nnx's kernel, the same chains by tensor ops, LibTorch's, PyTorch's.
+optimizer_benchmarks() {
+  step bench_optimizers 90 env NNX_DEVICE=cuda "$bench_opt" 50
+  step torch_optimizers 90 python3 "$root/tools/bench/peers/torch_optimizers_device.py" --steps 50
+}
+nnx_benchmarks() { bench_nnx dot_relu_dot; bench_nnx gpt; optimizer_benchmarks; }
 
 figures() {
   gpu_cases
@@ -134,9 +140,7 @@ figures() {
     $with_flax && step "flax_$workload" 120 python3 "$root/tools/bench/peers/flax_device.py" \
       "$workload" --steps 20
   done
-  # The optimizer step alone: nnx's kernel, the same chains by tensor ops, LibTorch's, PyTorch's.
-  step bench_optimizers 90 env NNX_DEVICE=cuda "$bench_opt" 50
-  step torch_optimizers 90 python3 "$root/tools/bench/peers/torch_optimizers_device.py" --steps 50
+  optimizer_benchmarks
   grep -h '"bench"' "$logs"/bench_*.log "$logs"/flax_*.log "$logs"/torch_*.log \
     "$logs"/sharded_init_memory.log
 }

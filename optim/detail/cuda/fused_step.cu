@@ -1,6 +1,6 @@
 // The step of fused_step.h: a grid-stride loop over fixed-size chunks of up to kBatch parameters
 // per launch, whose addresses and program travel as kernel arguments; each element runs the
-// program's stages in order. Built with --fmad=false, so that every product and sum rounds on
+// program's stages in order, each thread on kLanes elements at once. Built with --fmad=false, so that every product and sum rounds on
 // its own, as in the fused pass and in optax.
 #include <nnx/optim/detail/cuda/fused_step.h>
 
@@ -26,48 +26,72 @@ static_assert(sizeof(Batch) + sizeof(StepProgram<double>) <= 4096, "kernel argum
 __device__ inline float square_root(float x) { return sqrtf(x); }
 __device__ inline double square_root(double x) { return sqrt(x); }
 
-// Operation `op` on the update u of element j (p: the parameter's value there).
+// Each thread takes kLanes elements kThreads apart (coalesced loads, kLanes of them in flight).
+constexpr int kLanes = 4;
+
+// Operation `op` on the updates u of the elements at[0..kLanes) (those with live[e]; p: the
+// parameter's values there). Every slot value is loaded before any is computed or stored.
 template <class T>
-__device__ inline T apply(const StepOp<T>& op, const StepBlocks& b, int64_t j, T u, T p) {
+__device__ inline void apply(const StepOp<T>& op, const StepBlocks& b, const int64_t (&at)[kLanes],
+                             const bool (&live)[kLanes], T (&u)[kLanes], const T (&p)[kLanes]) {
   const T* s = op.s;
-  switch (op.kind) {
-    case StepKind::scale:
-      return u * s[0];
-    case StepKind::trace:
-    case StepKind::nesterov_trace: {
-      T* t = static_cast<T*>(b.slots[op.slot]);
-      const T next = u + s[0] * t[j];
-      t[j] = next;
-      return op.kind == StepKind::nesterov_trace ? u + s[0] * next : next;
-    }
-    case StepKind::adam: {
-      T* mu = static_cast<T*>(b.slots[op.slot]);
-      T* nu = static_cast<T*>(b.slots[op.slot + 1]);
-      const T m = s[0] * u + s[1] * mu[j];
-      const T v = s[2] * (u * u) + s[3] * nu[j];
-      mu[j] = m;
-      nu[j] = v;
-      return (m * s[4]) / (square_root(v * s[5] + s[6]) + s[7]);
-    }
-    case StepKind::rms: {
-      T* nu = static_cast<T*>(b.slots[op.slot]);
-      const T v = s[0] * (u * u) + s[1] * nu[j];
-      nu[j] = v;
-      return u * (T(1) / square_root(v + s[2]));
-    }
-    case StepKind::lion: {
-      T* mu = static_cast<T*>(b.slots[op.slot]);
-      const T m = mu[j];
-      const T mix = s[0] * u + s[1] * m;
-      mu[j] = s[2] * u + s[3] * m;
-      return static_cast<T>((mix > T(0)) - (mix < T(0)));
-    }
-    case StepKind::decay:
-      return u + s[0] * p;
-    case StepKind::clip:
-      return u / s[0] * s[1];
+  T* first = op.kind == StepKind::scale || op.kind == StepKind::decay || op.kind == StepKind::clip
+                 ? nullptr
+                 : static_cast<T*>(b.slots[op.slot]);
+  T* second = op.kind == StepKind::adam ? static_cast<T*>(b.slots[op.slot + 1]) : nullptr;
+  T a[kLanes], c[kLanes];
+#pragma unroll
+  for (int e = 0; e < kLanes; ++e) {
+    a[e] = first != nullptr && live[e] ? first[at[e]] : T(0);
+    c[e] = second != nullptr && live[e] ? second[at[e]] : T(0);
   }
-  return u;
+#pragma unroll
+  for (int e = 0; e < kLanes; ++e) {
+    switch (op.kind) {
+      case StepKind::scale:
+        u[e] = u[e] * s[0];
+        break;
+      case StepKind::trace:
+      case StepKind::nesterov_trace: {
+        const T next = u[e] + s[0] * a[e];
+        a[e] = next;
+        u[e] = op.kind == StepKind::nesterov_trace ? u[e] + s[0] * next : next;
+        break;
+      }
+      case StepKind::adam: {
+        const T m = s[0] * u[e] + s[1] * a[e];
+        const T v = s[2] * (u[e] * u[e]) + s[3] * c[e];
+        a[e] = m;
+        c[e] = v;
+        u[e] = (m * s[4]) / (square_root(v * s[5] + s[6]) + s[7]);
+        break;
+      }
+      case StepKind::rms: {
+        const T v = s[0] * (u[e] * u[e]) + s[1] * a[e];
+        a[e] = v;
+        u[e] = u[e] * (T(1) / square_root(v + s[2]));
+        break;
+      }
+      case StepKind::lion: {
+        const T m = a[e];
+        const T mix = s[0] * u[e] + s[1] * m;
+        a[e] = s[2] * u[e] + s[3] * m;
+        u[e] = static_cast<T>((mix > T(0)) - (mix < T(0)));
+        break;
+      }
+      case StepKind::decay:
+        u[e] = u[e] + s[0] * p[e];
+        break;
+      case StepKind::clip:
+        u[e] = u[e] / s[0] * s[1];
+        break;
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < kLanes; ++e) {
+    if (first != nullptr && live[e]) first[at[e]] = a[e];
+    if (second != nullptr && live[e]) second[at[e]] = c[e];
+  }
 }
 
 template <class T> __global__ void step_kernel(const Batch batch, const StepProgram<T> program) {
@@ -76,16 +100,26 @@ template <class T> __global__ void step_kernel(const Batch batch, const StepProg
     int k = 0;
     while (batch.first_chunk[k + 1] <= chunk) ++k;
     const StepBlocks& b = batch.blocks[k];
-    T* p = static_cast<T*>(b.param);
-    const T* g = static_cast<const T*>(b.gradient);
+    T* param = static_cast<T*>(b.param);
+    const T* gradient = static_cast<const T*>(b.gradient);
     const int64_t begin = (chunk - batch.first_chunk[k]) * kChunk;
     const int64_t end = begin + kChunk < b.numel ? begin + kChunk : b.numel;
-    for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
-      const T value = p[j];
-      T u = g[j];
+    for (int64_t base = begin + threadIdx.x; base < end; base += int64_t{blockDim.x} * kLanes) {
+      int64_t at[kLanes];
+      bool live[kLanes];
+      T p[kLanes], u[kLanes];
+#pragma unroll
+      for (int e = 0; e < kLanes; ++e) {
+        at[e] = base + int64_t{e} * blockDim.x;
+        live[e] = at[e] < end;
+        p[e] = live[e] ? param[at[e]] : T(0);
+        u[e] = live[e] ? gradient[at[e]] : T(0);
+      }
       for (int op = 0; op < program.count; ++op)
-        if (!(b.skipped >> op & 1u)) u = apply(program.ops[op], b, j, u, value);
-      p[j] = value + u;
+        if (!(b.skipped >> op & 1u)) apply(program.ops[op], b, at, live, u, p);
+#pragma unroll
+      for (int e = 0; e < kLanes; ++e)
+        if (live[e]) param[at[e]] = p[e] + u[e];
     }
   }
 }
