@@ -15,6 +15,7 @@
 #include "bench_util.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -96,6 +97,32 @@ int run(int argc, char** argv) {
     if (device.is_cuda()) torch::cuda::synchronize();
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
+  {  // The global norm clipping takes: nnx's against the same sums of squares in LibTorch.
+    nnx::State gradients;
+    std::vector<torch::Tensor> plain;
+    for (size_t k = 0; k < shapes.size(); ++k) {
+      plain.push_back(torch::randn(shapes[k], device));
+      gradients.add(fmt::format("blocks.{}", k), nnx::Param(plain.back()));
+    }
+    std::vector<double> nnx_ms, torch_ms;
+    double nnx_norm = 0, torch_norm = 0;
+    for (int i = -3; i < steps; ++i) {
+      const double a = timed([&] { nnx_norm = optim::global_norm(gradients); });
+      const double b = timed([&] {
+        std::vector<torch::Tensor> sums;
+        for (const auto& g : plain) sums.push_back((g * g).sum().reshape({1}));
+        torch_norm = std::sqrt(torch::cat(sums).to(torch::kDouble).sum().item<double>());
+      });
+      if (i < 0) continue;
+      nnx_ms.push_back(a);
+      torch_ms.push_back(b);
+    }
+    fmt::print("{{\"bench\": \"device_optimizers\", \"part\": \"global_norm\", \"device\": "
+               "\"{}\", \"parameters\": {}, \"nnx_ms\": {:.3f}, \"libtorch_ms\": {:.3f}, "
+               "\"nnx/libtorch\": {:.3f}, \"relative_difference\": {:.2e}}}\n",
+               device.str(), count, median(nnx_ms), median(torch_ms),
+               median(nnx_ms) / median(torch_ms), std::abs(nnx_norm - torch_norm) / torch_norm);
+  }
   for (const Chain& chain : chains()) {
     // Three copies of the same parameters and gradients: nnx fused, nnx by tensor ops, LibTorch.
     Params fused, unfused;
