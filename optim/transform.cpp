@@ -9,6 +9,7 @@
 #include <torch/utils.h>
 
 #include <cmath>
+#include <optional>
 #include <vector>
 
 namespace nnx::optim {
@@ -224,20 +225,47 @@ GradientTransformation add_decayed_weights(double weight_decay, std::optional<Fi
   });
 }
 
-double global_norm(const State& tree) {
-  torch::NoGradGuard no_grad;
-  // Each variable's sum of squares stays on its device until all are taken: one wait, not one
-  // per variable. They add up in double, in state order.
+namespace {
+
+// Each block's sum of squares, or nothing where the blocks are not all whole (no mesh, or
+// replicated), of one floating dtype, on one CUDA device: there two multi-tensor launches
+// (squares, then their sums, as at::sum takes them) rather than three launches per block.
+std::optional<at::Tensor> sums_of_squares_on_one_gpu(const State& tree) {
+  std::vector<at::Tensor> blocks;
+  for (const auto& [path, v] : tree) {
+    const at::Tensor& t = v.tensor();
+    if (!t.is_cuda() || !t.is_floating_point() || !v.value().is_fully_replicated() ||
+        (!blocks.empty() && (t.device() != blocks[0].device() ||
+                             t.scalar_type() != blocks[0].scalar_type())))
+      return std::nullopt;
+    blocks.push_back(t);
+  }
+  if (blocks.empty()) return std::nullopt;
+  // Squares are not negative: their 1-norm is their sum.
+  return at::stack(at::_foreach_norm(at::_foreach_mul(blocks, blocks), 1)).to(at::kDouble);
+}
+
+// Each variable's sum of squares, through the sharded ops (a sharded block's sum is completed
+// across its mesh), left on its device.
+at::Tensor sums_of_squares(const State& tree) {
   std::vector<at::Tensor> sums;
   for (const auto& [path, v] : tree) {
     at::Tensor sum = nnx::gather(nnx::sum(nnx::square(v.value()))).reshape({1});
     sums.push_back(sum.to(sums.empty() ? sum.device() : sums.front().device(), at::kDouble));
   }
-  if (sums.empty()) return 0;
-  const at::Tensor host = at::cat(sums).cpu();
-  const double* each = host.data_ptr<double>();
+  return sums.empty() ? at::zeros({0}, at::kDouble) : at::cat(sums);
+}
+
+}  // namespace
+
+double global_norm(const State& tree) {
+  torch::NoGradGuard no_grad;
+  // The sums stay on their device until all are taken: one wait, not one per variable. They
+  // add up in double, in state order.
+  auto on_gpu = sums_of_squares_on_one_gpu(tree);
+  const at::Tensor sums = (on_gpu ? *on_gpu : sums_of_squares(tree)).cpu();
   double total = 0;
-  for (int64_t i = 0; i < host.numel(); ++i) total += each[i];
+  for (int64_t i = 0; i < sums.numel(); ++i) total += sums.data_ptr<double>()[i];
   return std::sqrt(total);
 }
 

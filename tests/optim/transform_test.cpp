@@ -6,6 +6,8 @@
 #include <torch/types.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 using Catch::Matchers::Contains;
 namespace optim = nnx::optim;
@@ -147,4 +149,37 @@ TEST_CASE("global_norm is exact for sharded gradients", "[ranks2][ranks4][ranks8
   g.add("sharded", nnx::Param(nnx::device_put(full, {mesh, nnx::P("x", nnx::none)})));
   g.add("replicated", nnx::Param(nnx::device_put(full, {mesh, nnx::P()})));
   CHECK(optim::global_norm(g) == Approx(std::sqrt(2 * full.pow(2).sum().item<double>())));
+}
+
+TEST_CASE("global_norm on a GPU equals the CPU's: exact for integers, to rounding else", "[gpu]") {
+  if (nnx::cuda_device_count() == 0) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  const c10::Device cuda(torch::kCUDA, 0);
+  torch::manual_seed(3);
+  const std::vector<std::vector<int64_t>> shapes{{300, 70}, {70}, {0}, {3, 5, 2}, {4097}};
+  for (auto dtype : {torch::kFloat, torch::kDouble})
+    for (bool integers : {true, false}) {
+      INFO(c10::toString(dtype) << (integers ? ", integers" : ", random"));
+      nnx::State on_gpu, on_cpu, mixed;
+      double reference = 0;  // in double on the CPU
+      for (size_t k = 0; k < shapes.size(); ++k) {
+        auto t = torch::randn(shapes[k], torch::TensorOptions(dtype)) * 4;
+        if (integers) t = t.round();  // every sum of squares exact
+        reference += t.to(torch::kDouble).square().sum().item<double>();
+        const std::string path(1, static_cast<char>('a' + k));
+        on_gpu.add(path, nnx::Param(t.to(cuda)));
+        on_cpu.add(path, nnx::Param(t));
+        // One block on the CPU: the blocks one at a time.
+        mixed.add(path, nnx::Param(k == 1 ? t : t.to(cuda)));
+      }
+      reference = std::sqrt(reference);
+      const double gpu = optim::global_norm(on_gpu), cpu = optim::global_norm(on_cpu);
+      const double ulp = dtype == torch::kFloat ? 1.1920929e-7 : 2.220446049250313e-16;
+      if (integers) CHECK(gpu == cpu);
+      CHECK(std::abs(gpu - reference) <= 64 * ulp * reference);
+      CHECK(std::abs(cpu - reference) <= 64 * ulp * reference);
+      CHECK(std::abs(optim::global_norm(mixed) - reference) <= 64 * ulp * reference);
+    }
 }
