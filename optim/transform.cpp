@@ -227,9 +227,13 @@ GradientTransformation add_decayed_weights(double weight_decay, std::optional<Fi
 
 namespace {
 
+// Squares held at once by the GPU path: groups of blocks of about this many bytes.
+constexpr int64_t kSquaresBytes = 64 * 1024 * 1024;
+
 // Each block's sum of squares, or nothing where the blocks are not all whole (no mesh, or
-// replicated), of one floating dtype, on one CUDA device: there two multi-tensor launches
-// (squares, then their sums, as at::sum takes them) rather than three launches per block.
+// replicated), of one floating dtype, on one CUDA device: there two multi-tensor launches per
+// group of blocks (their squares, then the squares' sums) rather than three launches per block.
+// Empty blocks are left out (their sum is zero).
 std::optional<at::Tensor> sums_of_squares_on_one_gpu(const State& tree) {
   std::vector<at::Tensor> blocks;
   for (const auto& [path, v] : tree) {
@@ -238,11 +242,21 @@ std::optional<at::Tensor> sums_of_squares_on_one_gpu(const State& tree) {
         (!blocks.empty() && (t.device() != blocks[0].device() ||
                              t.scalar_type() != blocks[0].scalar_type())))
       return std::nullopt;
-    blocks.push_back(t);
+    if (t.numel() > 0) blocks.push_back(t);
   }
   if (blocks.empty()) return std::nullopt;
-  // Squares are not negative: their 1-norm is their sum.
-  return at::stack(at::_foreach_norm(at::_foreach_mul(blocks, blocks), 1)).to(at::kDouble);
+  std::vector<at::Tensor> sums;
+  for (size_t first = 0; first < blocks.size();) {
+    size_t end = first;
+    int64_t bytes = 0;
+    while (end < blocks.size() && (end == first || bytes + blocks[end].nbytes() <= kSquaresBytes))
+      bytes += static_cast<int64_t>(blocks[end++].nbytes());
+    const std::vector<at::Tensor> group(blocks.begin() + first, blocks.begin() + end);
+    // Squares are not negative: their 1-norm is their sum.
+    for (auto& sum : at::_foreach_norm(at::_foreach_mul(group, group), 1)) sums.push_back(sum);
+    first = end;
+  }
+  return at::stack(sums).to(at::kDouble);
 }
 
 // Each variable's sum of squares, through the sharded ops (a sharded block's sum is completed

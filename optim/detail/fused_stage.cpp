@@ -322,7 +322,7 @@ class ClipStage final : public TypedStage<ClipStage> {
     for (int64_t j = 0; j < n; ++j) u[j] = u[j] / norm * max_norm;
   }
   bool add_to(KernelPlan& plan) const override {  // after prepare: clips or is not there
-    if (norm_ < max_norm_) return true;
+    if (!plan.shape_only && norm_ < max_norm_) return true;
     append(plan, cuda::StepKind::clip, [&](auto zero) {
       using T = decltype(zero);
       return Scalars<T>{static_cast<T>(norm_), static_cast<T>(max_norm_)};

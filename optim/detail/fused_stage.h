@@ -41,6 +41,9 @@ struct KernelOp {
 };
 struct KernelPlan {
   std::vector<KernelOp> ops;
+  // Built before `prepare` for its shape alone: clipping appends its operation whatever the
+  // norm turns out to be (so whether the kernel takes a chain does not change from step to step).
+  bool shape_only = false;
 };
 
 class FusedStage {
@@ -54,7 +57,8 @@ class FusedStage {
   virtual void apply(size_t i, int64_t begin, int64_t n, double* u, const double* p) const = 0;
   // After every element: step counters advance.
   virtual void finish() {}
-  // Adds this stage to `plan` (after `prepare`); false where the kernel cannot do what it does.
+  // Adds this stage to `plan` (after `prepare`, unless the plan is `shape_only`); false where
+  // the kernel cannot do what it does.
   virtual bool add_to(KernelPlan&) const { return false; }
 };
 

@@ -72,22 +72,37 @@ template <class T>
 void enqueue(const std::vector<cuda::StepBlocks>& blocks, const cuda::StepProgram<T>& program,
              const at::Tensor& first) {
   const c10::cuda::CUDAGuard guard(first.device());
+  if (const char* pending = cuda::pending_error())
+    nnx::detail::throw_error(
+        "Optimizer::update",
+        fmt::format("nothing was updated: the CUDA runtime on {} (rank {}) holds an error from "
+                    "earlier work: {}; rerun with CUDA_LAUNCH_BLOCKING=1 to find the operation "
+                    "at fault",
+                    first.device().str(), world_rank(), pending));
   void* stream = c10::cuda::getCurrentCUDAStream(first.device().index()).stream();
   const char* error = cuda::enqueue_fused_step(blocks.data(), blocks.size(), program, stream);
   if (error != nullptr)
     nnx::detail::throw_error(
         "Optimizer::update",
-        fmt::format("the optimizer's step kernel failed to launch on {} (rank {}): {}; rerun with "
-                    "CUDA_LAUNCH_BLOCKING=1 to find the operation at fault",
+        fmt::format("the optimizer's step kernel failed to launch on {} (rank {}): {}; the "
+                    "parameters of launches before it (32 each) may have taken this step; rerun "
+                    "with CUDA_LAUNCH_BLOCKING=1 to find the operation at fault",
                     first.device().str(), world_rank(), error));
 }
 
 template <class T> bool launch_step(FusedStage& stage, State& params, const State& updates) {
+  // Whether the kernel takes the chain is settled before `prepare` runs any collective; the
+  // plan after it holds the same operations or fewer (no clipping where the norm is small).
+  KernelPlan shape;
+  shape.shape_only = true;
+  cuda::StepProgram<T> program{};
+  if (!stage.add_to(shape) || !program_of(shape, program) || !slots_match(shape, params))
+    return false;
   stage.prepare();
   KernelPlan plan;
-  cuda::StepProgram<T> program{};
-  if (!stage.add_to(plan) || !program_of(plan, program) || !slots_match(plan, params))
-    return false;
+  program = {};
+  NNX_CHECK(stage.add_to(plan) && program_of(plan, program),
+            "internal: the optimizer's step kernel took a chain's shape but not its plan");
   std::vector<at::Tensor> gradients;  // alive until the launch is enqueued
   std::vector<cuda::StepBlocks> blocks;
   size_t i = 0;

@@ -15,7 +15,7 @@ namespace nnx::optim::detail {
 bool step_kernel_applies(const State& updates, const State& params);
 
 // Prepares `stage` and runs the whole step for `params` (updated in place) if the kernel can do
-// every stage; false, having changed nothing but the stage's preparation, where it cannot.
+// every stage; false, before preparing the stage and having changed nothing, where it cannot.
 bool run_step_kernel(FusedStage& stage, State& params, const State& updates);
 
 // How many steps this process has run through the kernel (for tests).

@@ -33,6 +33,14 @@ struct Many : nnx::Module {
   }
 };
 
+// One parameter of 24M elements: more chunks than a launch's grid has blocks (132 multiprocessors
+// take 8 blocks each of 16384 elements), so that blocks go round the grid-stride loop.
+struct Large : nnx::Module {
+  nnx::Param NNX_FIELD(kernel);
+  explicit Large(at::ScalarType dtype, c10::Device device = torch::kCPU)
+      : kernel(torch::randn({3000, 8000}, torch::TensorOptions(dtype)).to(device)) {}
+};
+
 // |a - b| within 16 ulp of |b| and of `before` (the value before the steps: a step's rounding
 // is that of the larger operand) plus 16 ulp of `scale` (how far the values moved).
 bool close(const at::Tensor& a, const at::Tensor& b, double scale, const at::Tensor& before = {}) {
@@ -64,7 +72,7 @@ int64_t compare(const std::function<optim::GradientTransformation()>& make, at::
   const Model initial = nnx::clone(b);
   optim::Optimizer on_device(a, make()), reference(b, make());
   const int64_t before = optim::detail::step_kernel_steps();
-  std::vector<int64_t> versions;  // each parameter moves its version once per step
+  std::vector<int64_t> versions;  // each parameter moves its version at least once per step
   for (const auto& [path, v] : nnx::state(a)) versions.push_back(v.tensor()._version());
   for (int step = 0; step < 5; ++step) {
     nnx::State ga, gb;
@@ -81,9 +89,10 @@ int64_t compare(const std::function<optim::GradientTransformation()>& make, at::
   const bool exact = bitwise && through_kernel > 0;
   size_t k = 0;
   for (const auto& [path, v] : nnx::state(a)) {
+    const int64_t before_steps = versions[k++];
     if (v.tensor().numel() == 0) continue;  // nothing written
-    INFO(path << ": version before " << versions[k] << ", after " << v.tensor()._version());
-    CHECK(v.tensor()._version() >= versions[k++] + 5);
+    INFO(path << ": version before " << before_steps << ", after " << v.tensor()._version());
+    CHECK(v.tensor()._version() >= before_steps + 5);
   }
   for (const auto& [path, v] : nnx::state(b)) {
     INFO(path);
@@ -160,6 +169,16 @@ std::vector<Case> cases() {
       // Not the kernel's: nnx's own pass on the CPU, the transformations' update on a device.
       {"a transformation of the user's, then adam",
        [] { return optim::chain({halve(), optim::adam(3e-3)}); }, false},
+      // Clipping counts as a stage whether it clips or not (here it never does), so that the
+      // kernel declines the chain on every step, not only where the norm is large.
+      {"a clip that never clips and eight stages",
+       [] {
+         std::vector<optim::GradientTransformation> stages{optim::clip_by_global_norm(1e9)};
+         for (int k = 0; k < 7; ++k) stages.push_back(optim::scale(1.5));
+         stages.push_back(optim::sgd(0.01));
+         return optim::chain(stages);
+       },
+       false},
       {"nine stages",
        [] {
          std::vector<optim::GradientTransformation> stages(8, optim::scale(1.5));
@@ -207,4 +226,13 @@ TEST_CASE("Built-in chains on CUDA tensors take nnx's kernel, equal to the CPU's
       INFO("integer gradients: their norm is exact on either device, so every step is");
       CHECK(compare<Many>(c.make, dtype, cuda, c.built_in, false, true) == expected);
     }
+}
+
+TEST_CASE("The CUDA kernel's blocks go round their grid on a large parameter, bit for bit", "[gpu]") {
+  if (nnx::cuda_device_count() == 0) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  CHECK(compare<Large>([] { return optim::adamw(1e-3); }, torch::kFloat,
+                       c10::Device(torch::kCUDA, 0), true) == 5);
 }

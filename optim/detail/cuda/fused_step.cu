@@ -126,6 +126,11 @@ template <class T> __global__ void step_kernel(const Batch batch, const StepProg
 
 }  // namespace
 
+const char* pending_error() {
+  const cudaError_t status = cudaGetLastError();
+  return status == cudaSuccess ? nullptr : cudaGetErrorString(status);
+}
+
 template <class T>
 const char* enqueue_fused_step(const StepBlocks* blocks, size_t count, const StepProgram<T>& program,
                                void* stream) {

@@ -41,6 +41,10 @@ struct StepBlocks {
   uint32_t skipped;  // bit k: operation k leaves this parameter alone (weight decay's mask)
 };
 
+// Null, or the message of an error the CUDA runtime holds from earlier work (and clears if it
+// can): asked before a step, so that a step whose first launch went through does not fail later.
+const char* pending_error();
+
 // Enqueues the step for `count` parameters on `stream` (a cudaStream_t) with T = float or
 // double. Returns null, or the CUDA runtime's message for a launch that failed.
 template <class T>
