@@ -10,6 +10,7 @@
 #endif
 
 #include <atomic>
+#include <string>
 #include <vector>
 
 namespace nnx::optim::detail {
@@ -68,26 +69,28 @@ bool slots_match(const KernelPlan& plan, const State& params) {
   return true;
 }
 
+// Throws the CUDA runtime's `error` on `device`, after what it means for the step.
+[[noreturn]] void fail(const c10::Device& device, const std::string& meaning, const char* error) {
+  nnx::detail::throw_error(
+      "Optimizer::update",
+      fmt::format("{} on {} (rank {}): {}; rerun with CUDA_LAUNCH_BLOCKING=1 to find the "
+                  "operation at fault",
+                  meaning, device.str(), world_rank(), error));
+}
+
 template <class T>
 void enqueue(const std::vector<cuda::StepBlocks>& blocks, const cuda::StepProgram<T>& program,
              const at::Tensor& first) {
   const c10::cuda::CUDAGuard guard(first.device());
   if (const char* pending = cuda::pending_error())
-    nnx::detail::throw_error(
-        "Optimizer::update",
-        fmt::format("nothing was updated: the CUDA runtime on {} (rank {}) holds an error from "
-                    "earlier work: {}; rerun with CUDA_LAUNCH_BLOCKING=1 to find the operation "
-                    "at fault",
-                    first.device().str(), world_rank(), pending));
+    fail(first.device(), "nothing was updated: the CUDA runtime holds an error from earlier work",
+         pending);
   void* stream = c10::cuda::getCurrentCUDAStream(first.device().index()).stream();
-  const char* error = cuda::enqueue_fused_step(blocks.data(), blocks.size(), program, stream);
-  if (error != nullptr)
-    nnx::detail::throw_error(
-        "Optimizer::update",
-        fmt::format("the optimizer's step kernel failed to launch on {} (rank {}): {}; the "
-                    "parameters of launches before it (32 each) may have taken this step; rerun "
-                    "with CUDA_LAUNCH_BLOCKING=1 to find the operation at fault",
-                    first.device().str(), world_rank(), error));
+  if (const char* error = cuda::enqueue_fused_step(blocks.data(), blocks.size(), program, stream))
+    fail(first.device(),
+         "the optimizer's step kernel failed to launch (the parameters of launches before it, 32 "
+         "each, may have taken this step)",
+         error);
 }
 
 template <class T> bool launch_step(FusedStage& stage, State& params, const State& updates) {
