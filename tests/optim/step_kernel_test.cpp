@@ -6,6 +6,7 @@
 #include "../catch_after_torch.h"
 
 #include <nnx/nnx.h>
+#include <nnx/optim/detail/fused_stage.h>
 #include <nnx/optim/detail/step_kernel.h>
 
 #include <torch/types.h>
@@ -14,6 +15,7 @@
 #include "optim_test_models.h"
 
 #include <functional>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -205,6 +207,78 @@ TEST_CASE("Chains on CPU tensors take the fused pass, not the CUDA kernel") {
     optimizer.update(model, gradients);
   }
   CHECK(optim::detail::step_kernel_steps() == before);
+}
+
+// The plan a chain's stages give the kernel, built on the CPU: each stage's kind, scalars (as its
+// CPU loop rounds them), slots and mask; clipping there in a plan's shape, and after `prepare`
+// only where it clips.
+TEST_CASE("A chain's stages give the kernel their operations, scalars, slots and masks") {
+  torch::manual_seed(5);
+  Three model(torch::kFloat);
+  const nnx::State params = nnx::state(model);
+  nnx::State gradients;
+  for (const auto& [path, p] : params) gradients.add(path, nnx::Param(torch::ones_like(p.tensor())));
+  const auto plan_of = [&](optim::GradientTransformation tx, bool shape_only, bool prepared) {
+    optim::TxState state = tx.init(params);
+    auto stage = tx.fused(state, optim::FusedInputs{gradients, params, true});
+    REQUIRE(stage);
+    if (prepared) stage->prepare();
+    optim::KernelPlan plan;
+    plan.shape_only = shape_only;
+    REQUIRE(stage->add_to(plan));
+    return std::make_tuple(plan, state, stage);  // the plan points into the stage's slots
+  };
+  using Kind = optim::detail::cuda::StepKind;
+  {
+    INFO("adamw(1e-2, 0.8, 0.99, 1e-6, 0.1, kernels only): Adam, masked decay, scale");
+    auto [plan, state, stage] =
+        plan_of(optim::adamw(1e-2, 0.8, 0.99, 1e-6, 0.1, nnx::PathContains("kernel")), false, true);
+    REQUIRE(plan.ops.size() == 3);
+    CHECK(plan.ops[0].kind == Kind::adam);
+    CHECK(plan.ops[0].single[0] == static_cast<float>(1 - 0.8));
+    CHECK(plan.ops[0].wide[3] == 0.99);
+    CHECK(plan.ops[0].single[4] == optim::detail::bias_reciprocal<float>(0.8, 1));
+    CHECK(plan.ops[0].wide[5] == optim::detail::bias_reciprocal<double>(0.99, 1));
+    CHECK(plan.ops[0].single[7] == 1e-6f);
+    REQUIRE(plan.ops[0].slots.size() == 2);
+    CHECK(plan.ops[0].slots[0]->size() == 3);
+    CHECK(plan.ops[1].kind == Kind::decay);
+    CHECK(plan.ops[1].wide[0] == 0.1);
+    REQUIRE(plan.ops[1].selected != nullptr);
+    CHECK(*plan.ops[1].selected == std::vector<bool>{true, false, false});
+    CHECK(plan.ops[2].kind == Kind::scale);
+    CHECK(plan.ops[2].wide[0] == -1e-2);
+  }
+  {
+    INFO("sgd with Nesterov momentum: a trace with its slot, then the scale");
+    auto [plan, state, stage] = plan_of(optim::sgd(0.05, 0.9, true), false, true);
+    REQUIRE(plan.ops.size() == 2);
+    CHECK(plan.ops[0].kind == Kind::nesterov_trace);
+    CHECK(plan.ops[0].single[0] == 0.9f);
+    CHECK(plan.ops[0].slots.size() == 1);
+    CHECK(plan.ops[1].kind == Kind::scale);
+  }
+  // The gradients are ones: their norm, sqrt(21,000 + 70 + 30), is between the two maxima.
+  const double norm = optim::global_norm(gradients);
+  for (double max_norm : {1.0, 1e9}) {
+    INFO("clip_by_global_norm(" << max_norm << ") then sgd");
+    const auto make = [&] {
+      return optim::chain({optim::clip_by_global_norm(max_norm), optim::sgd(0.1)});
+    };
+    auto [shape, shape_state, shape_stage] = plan_of(make(), true, false);
+    REQUIRE(shape.ops.size() == 2);
+    CHECK(shape.ops[0].kind == Kind::clip);
+    auto [plan, state, stage] = plan_of(make(), false, true);
+    if (max_norm < norm) {
+      REQUIRE(plan.ops.size() == 2);
+      CHECK(plan.ops[0].kind == Kind::clip);
+      CHECK(plan.ops[0].wide[0] == norm);
+      CHECK(plan.ops[0].single[1] == static_cast<float>(max_norm));
+    } else {
+      REQUIRE(plan.ops.size() == 1);
+      CHECK(plan.ops[0].kind == Kind::scale);
+    }
+  }
 }
 
 TEST_CASE("Built-in chains on CUDA tensors take nnx's kernel, equal to the CPU's pass bit for bit",
