@@ -76,24 +76,37 @@ State Optimizer::transform_view(const State& params) const {
   return out;
 }
 
+bool Optimizer::in_slot_order(const State& s) const {
+  if (s.size() != slots_.size()) return false;
+  size_t i = 0;
+  for (const auto& [path, v] : s)
+    if (path != slots_[i++].path) return false;
+  return true;
+}
+
 void Optimizer::check_update(const State& params, const State& grads) const {
-  std::vector<std::string> built;
-  for (const auto& s : slots_) built.push_back(s.path);
-  auto [gone, added] = path_difference(built, params);
-  NNX_CHECK(gone.empty() && added.empty(),
-            "the model's parameters are not those the optimizer was built for (missing: {}; new: "
-            "{}); build the optimizer for this model with the same wrt filter",
-            join_or_none(gone), join_or_none(added));
-  auto [missing, extra] = path_difference(built, grads);
-  NNX_CHECK(missing.empty() && extra.empty(),
-            "{} updates for {} parameters (missing: {}; unexpected: {}); pass the gradients of "
-            "exactly the optimized parameters (value_and_grad with the optimizer's wrt filter)",
-            grads.size(), params.size(), join_or_none(missing), join_or_none(extra));
+  const bool ordered = in_slot_order(params) && in_slot_order(grads);
+  if (!ordered) {
+    std::vector<std::string> built;
+    for (const auto& s : slots_) built.push_back(s.path);
+    auto [gone, added] = path_difference(built, params);
+    NNX_CHECK(gone.empty() && added.empty(),
+              "the model's parameters are not those the optimizer was built for (missing: {}; "
+              "new: {}); build the optimizer for this model with the same wrt filter",
+              join_or_none(gone), join_or_none(added));
+    auto [missing, extra] = path_difference(built, grads);
+    NNX_CHECK(missing.empty() && extra.empty(),
+              "{} updates for {} parameters (missing: {}; unexpected: {}); pass the gradients of "
+              "exactly the optimized parameters (value_and_grad with the optimizer's wrt filter)",
+              grads.size(), params.size(), join_or_none(missing), join_or_none(extra));
+  }
   std::vector<std::string> problems;
   const std::string fix = "build the optimizer after placing the model";
+  size_t i = 0;
   for (const auto& s : slots_) {
-    const Variable& p = params.at(s.path);
-    const Variable& g = grads.at(s.path);
+    const Variable& p = ordered ? state_entry(params, i) : params.at(s.path);
+    const Variable& g = ordered ? state_entry(grads, i) : grads.at(s.path);
+    ++i;
     if (!p.same_as(s.variable) && same_mesh(p.value().mesh(), s.mesh))  // else the mesh is named
       problems.push_back(fmt::format("'{}' is not the variable the optimizer was built for: the "
                                      "model is another one (or its variables were replaced); "
@@ -121,10 +134,11 @@ void Optimizer::update(Module& model, State grads) {
   // The gradients in the parameters' order, laid out as their state (ZeRO: the slice of this
   // rank), as new variables: the caller's stay as they are.
   State updates;
+  const bool ordered = in_slot_order(grads);  // params are: check_update saw to it
   size_t i = 0;
   for (const auto& [path, p] : params) {
+    const Variable& g = ordered ? state_entry(grads, i) : grads.at(path);
     const Slot& s = slots_[i++];
-    const Variable& g = grads.at(path);
     Array value = g.value();
     if (s.mesh) {
       auto want = pad_spec(s.zero_spec ? *s.zero_spec : p.value().spec(), p.shape().size());
@@ -135,11 +149,14 @@ void Optimizer::update(Module& model, State grads) {
     }
     updates.add(path, nnx::detail::variable_like(g, value));
   }
-  State view = transform_view(params);
-  // Every built-in chain: on CUDA tensors as nnx's step kernel (step_kernel.h), on CPU tensors
-  // as nnx's own pass. Else the transformations' `update`.
   const bool zero = std::any_of(slots_.begin(), slots_.end(),
                                 [](const Slot& s) { return s.zero_spec.has_value(); });
+  // Without ZeRO the transformations see the parameters themselves.
+  State sliced;
+  if (zero) sliced = transform_view(params);
+  const State& view = zero ? sliced : params;
+  // Every built-in chain: on CUDA tensors as nnx's step kernel (step_kernel.h), on CPU tensors
+  // as nnx's own pass. Else the transformations' `update`.
   const bool kernel = tx_.fused && !zero && detail::step_kernel_applies(updates, params);
   const bool own_pass = tx_.fused && detail::fusable(updates, view);
   std::shared_ptr<FusedStage> fused;

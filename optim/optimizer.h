@@ -42,6 +42,9 @@ class Optimizer {
   // The parameters as the transformation sees them (ZeRO ones sliced to their state's layout).
   State transform_view(const State& params) const;
   void check_update(const State& params, const State& grads) const;
+  // True when `s` holds exactly the recorded paths in their order (a model's state, and the
+  // gradients value_and_grad returns for it): entry i then stands for slot i, with no lookups.
+  bool in_slot_order(const State& s) const;
   // The whole step in one pass per parameter block (optim/detail/fused_stage.h).
   void step_fused(FusedStage& stage, State& params, State& updates, const State& view);
 

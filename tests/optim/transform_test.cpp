@@ -109,6 +109,28 @@ TEST_CASE("clip_by_global_norm scales all updates together") {
   CHECK(optim::global_norm(grads_of(3.0, 4.0)) == Approx(5.0));
 }
 
+TEST_CASE("gradients in another order than the parameters update each its own parameter") {
+  for (bool fused : {true, false}) {
+    INFO((fused ? "fused pass" : "tensor ops"));
+    Pair in_order(1.0, 2.0), reversed(1.0, 2.0);
+    auto make = [&] {
+      auto tx = optim::adam(0.1);
+      if (!fused) tx.fused = nullptr;
+      return tx;
+    };
+    optim::Optimizer a(in_order, make()), b(reversed, make());
+    nnx::State backwards;  // b, then w
+    backwards.add("b", nnx::Param(torch::full({1}, -4.0, torch::kDouble)));
+    backwards.add("w", nnx::Param(torch::full({1}, 3.0, torch::kDouble)));
+    a.update(in_order, grads_of(3.0, -4.0));
+    b.update(reversed, backwards);
+    CHECK(in_order.wv() == Approx(0.9).epsilon(1e-9));  // Adam's first step: -lr * sign
+    CHECK(in_order.bv() == Approx(2.1).epsilon(1e-9));
+    CHECK(reversed.wv() == in_order.wv());
+    CHECK(reversed.bv() == in_order.bv());
+  }
+}
+
 TEST_CASE("schedules follow optax's formulas") {
   auto linear = optim::linear_schedule(1.0, 0.0, 10, 5);
   CHECK(linear(0) == Approx(1.0));
