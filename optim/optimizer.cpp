@@ -134,7 +134,7 @@ void Optimizer::update(Module& model, State grads) {
   // The gradients in the parameters' order, laid out as their state (ZeRO: the slice of this
   // rank), as new variables: the caller's stay as they are.
   State updates;
-  const bool ordered = in_slot_order(grads);  // params are: check_update saw to it
+  const bool ordered = in_slot_order(params) && in_slot_order(grads);
   size_t i = 0;
   for (const auto& [path, p] : params) {
     const Variable& g = ordered ? state_entry(grads, i) : grads.at(path);
