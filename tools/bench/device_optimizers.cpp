@@ -2,9 +2,9 @@
 // CPU): each built-in chain through nnx's fused step, the same chain through the
 // transformations' tensor ops (the path taken without a fused form), and LibTorch's own
 // optimizer where it has one, on the parameters of a GPT stack (d_model 1024, 4 blocks: 50M).
-// The three alternate step by step. Usage: bench_device_optimizers [steps=50] [d_model=1024]
-// [blocks=4]. Prints JSON lines: median ms per update of each and the ratios nnx / LibTorch and
-// nnx / tensor ops.
+// The three alternate step by step. First, global_norm against the same sums of squares in
+// LibTorch. Usage: bench_device_optimizers [steps=50] [d_model=1024] [blocks=4]. Prints JSON
+// lines: median ms per call of each and the ratios nnx / LibTorch and nnx / tensor ops.
 #include <nnx/nnx.h>
 
 #include <torch/cuda.h>
