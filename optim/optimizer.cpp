@@ -84,8 +84,7 @@ bool Optimizer::in_slot_order(const State& s) const {
   return true;
 }
 
-void Optimizer::check_update(const State& params, const State& grads) const {
-  const bool ordered = in_slot_order(params) && in_slot_order(grads);
+void Optimizer::check_update(const State& params, const State& grads, bool ordered) const {
   if (!ordered) {
     std::vector<std::string> built;
     for (const auto& s : slots_) built.push_back(s.path);
@@ -129,12 +128,12 @@ void Optimizer::check_update(const State& params, const State& grads) const {
 
 void Optimizer::update(Module& model, State grads) {
   State params = nnx::state(model, wrt_);
-  check_update(params, grads);
+  const bool ordered = in_slot_order(params) && in_slot_order(grads);
+  check_update(params, grads, ordered);
   torch::NoGradGuard no_grad;
   // The gradients in the parameters' order, laid out as their state (ZeRO: the slice of this
   // rank), as new variables: the caller's stay as they are.
   State updates;
-  const bool ordered = in_slot_order(params) && in_slot_order(grads);
   size_t i = 0;
   for (const auto& [path, p] : params) {
     const Variable& g = ordered ? state_entry(grads, i) : grads.at(path);

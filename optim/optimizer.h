@@ -41,7 +41,8 @@ class Optimizer {
   };
   // The parameters as the transformation sees them (ZeRO ones sliced to their state's layout).
   State transform_view(const State& params) const;
-  void check_update(const State& params, const State& grads) const;
+  // `ordered`: both are in_slot_order (positions then stand for paths).
+  void check_update(const State& params, const State& grads, bool ordered) const;
   // True when `s` holds exactly the recorded paths in their order (a model's state, and the
   // gradients value_and_grad returns for it): entry i then stands for slot i, with no lookups.
   bool in_slot_order(const State& s) const;

@@ -387,6 +387,14 @@ detail::OwnPart exchanged_own_part(const detail::CommImpl& c, const at::Tensor& 
 using OwnPartOf = detail::OwnPart (*)(const detail::CommImpl&, const at::Tensor& out,
                                       const at::Tensor& input);
 
+// board_input of a call that only moves data, with this member's own part of its output.
+BoardInput moving_input(const detail::DeviceEngine* engine, const at::Tensor& input,
+                        const detail::OwnPart& own_part) {
+  BoardInput board = board_input(engine, input, true);
+  board.own_part = own_part;
+  return board;
+}
+
 }  // namespace
 
 namespace {
@@ -611,9 +619,10 @@ void run_into(detail::CommImpl& c, detail::DeviceEngine* engine, const char* op,
     return copy_into(out, tensor);
   }
   at::Tensor input = into_input(out, tensor);
-  BoardInput board = board_input(engine, input, own_part_of != nullptr);
-  if (own_part_of != nullptr) board.own_part = own_part_of(c, out, input);
-  const auto on_board = agree(c, op, tensor, 0, board);
+  const auto on_board =
+      agree(c, op, tensor, 0,
+            own_part_of ? moving_input(engine, input, own_part_of(c, out, input))
+                        : board_input(engine, input, false));
   rows(c, engine, out, input, on_board);
 }
 
@@ -637,9 +646,8 @@ at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const
   else
     sizes[0] *= impl_->size;
   at::Tensor out = output_buffer(engine, sizes, tensor.options());
-  BoardInput input = board_input(engine, local, true);
-  input.own_part = gathered_own_part(*impl_, out, local);
-  const auto on_board = agree(*impl_, "all_gather", tensor, dim, input);
+  const auto on_board = agree(*impl_, "all_gather", tensor, dim,
+                              moving_input(engine, local, gathered_own_part(*impl_, out, local)));
   gather_rows(*impl_, engine, out, local, on_board);
   if (tensor.dim() == 0 || dim == 0) return out;
   return torch::cat(out.unbind(0), dim);
@@ -724,9 +732,9 @@ at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
   else
     sizes.insert(sizes.begin(), impl_->size);
   at::Tensor received = output_buffer(engine, sizes, send.options());
-  BoardInput input = board_input(engine, send, true);
-  input.own_part = exchanged_own_part(*impl_, received, send);
-  const auto on_board = agree(*impl_, "all_to_all", tensor, split_dim * 64 + concat_dim, input);
+  const auto on_board =
+      agree(*impl_, "all_to_all", tensor, split_dim * 64 + concat_dim,
+            moving_input(engine, send, exchanged_own_part(*impl_, received, send)));
   exchange_rows(*impl_, engine, received, send, on_board);
   if (concat_dim == 0) return received;
   return torch::cat(received.unbind(0), concat_dim);

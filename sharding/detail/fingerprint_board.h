@@ -2,10 +2,10 @@
 // fingerprint of the collective it is about to make and reads the others'. Where all members
 // share one machine, comparing there costs a cache line per member instead of an MPI
 // all-reduce. Nothing moves between members until every member has posted, so a mismatch is
-// still caught before any data does. Small collectives move their data on the board too: each member writes its input
-// into its own region before it posts, and reads the others' once all have posted. Larger ones
-// may post their input's address instead, and members then read each other's inputs directly
-// (process_memory.h) where the kernel lets them.
+// still caught before any data does. Small collectives move their data on the board too: each
+// member writes its input into its own region before it posts, and reads the others' once all
+// have posted. Larger ones may post their input's address instead, and members then read each
+// other's inputs directly (process_memory.h) where the kernel lets them.
 #pragma once
 
 #include <mpi.h>
