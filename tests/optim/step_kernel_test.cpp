@@ -14,6 +14,7 @@
 
 #include "optim_test_models.h"
 
+#include <cstdint>
 #include <functional>
 #include <tuple>
 #include <string>
@@ -41,6 +42,20 @@ struct Large : nnx::Module {
   nnx::Param NNX_FIELD(kernel);
   explicit Large(at::ScalarType dtype, c10::Device device = torch::kCPU)
       : kernel(torch::randn({3000, 8000}, torch::TensorOptions(dtype)).to(device)) {}
+};
+
+// Parameters that are views at odd element offsets into larger tensors: not 16-byte aligned, so
+// the kernel loads and stores them an element at a time.
+struct Unaligned : nnx::Module {
+  std::vector<nnx::Param> NNX_FIELD(blocks);
+  explicit Unaligned(at::ScalarType dtype, c10::Device device = torch::kCPU) {
+    for (int64_t k = 0; k < 5; ++k) {
+      const int64_t offset = 1 + 2 * (k % 2), numel = 4000 + 37 * k;  // odd: unaligned
+      blocks.emplace_back(torch::randn({offset + numel}, torch::TensorOptions(dtype))
+                              .to(device)
+                              .narrow(0, offset, numel));
+    }
+  }
 };
 
 // |a - b| within 16 ulp of |b| and of `before` (the value before the steps: a step's rounding
@@ -309,4 +324,21 @@ TEST_CASE("The CUDA kernel's blocks go round their grid on a large parameter, bi
   }
   CHECK(compare<Large>([] { return optim::adamw(1e-3); }, torch::kFloat,
                        c10::Device(torch::kCUDA, 0), true) == 5);
+}
+
+TEST_CASE("Parameters at unaligned addresses take the CUDA kernel element by element, bit for bit",
+          "[gpu]") {
+  if (nnx::cuda_device_count() == 0) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  const c10::Device cuda(torch::kCUDA, 0);
+  for (auto dtype : {torch::kFloat, torch::kDouble}) {
+    INFO(c10::toString(dtype));
+    Unaligned probe(dtype, cuda);
+    for (const auto& p : probe.blocks)
+      REQUIRE(reinterpret_cast<uintptr_t>(p.tensor().data_ptr()) % 16 != 0);
+    CHECK(compare<Unaligned>([] { return optim::adamw(1e-3); }, dtype, cuda, true) == 5);
+    CHECK(compare<Unaligned>([] { return optim::sgd(1e-2, 0.9, true); }, dtype, cuda, true) == 5);
+  }
 }

@@ -4,7 +4,9 @@
 // optimizer where it has one, on the parameters of a GPT stack (d_model 1024, 4 blocks: 50M).
 // The three alternate step by step. First, global_norm against the same sums of squares in
 // LibTorch. Usage: bench_device_optimizers [steps=50] [d_model=1024] [blocks=4]. Prints JSON
-// lines: median ms per call of each and the ratios nnx / LibTorch and nnx / tensor ops.
+// lines: median ms per call of each and the ratios nnx / LibTorch and nnx / tensor ops; for
+// nnx's step also the host's share (until the call returns) and the mean of `steps` steps run
+// back to back with one wait at the end, as a training loop runs them.
 #include <nnx/nnx.h>
 
 #include <torch/cuda.h>
@@ -97,6 +99,14 @@ int run(int argc, char** argv) {
     if (device.is_cuda()) torch::cuda::synchronize();
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
+  const auto timed_host = [&](const std::function<void()>& part) {  // until `part` returns
+    if (device.is_cuda()) torch::cuda::synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    part();
+    const auto t1 = std::chrono::steady_clock::now();
+    if (device.is_cuda()) torch::cuda::synchronize();
+    return std::chrono::duration<double, std::milli>(t1 - t0).count();
+  };
   {  // The global norm clipping takes: nnx's against the same sums of squares in LibTorch.
     nnx::State gradients;
     std::vector<torch::Tensor> plain;
@@ -142,8 +152,9 @@ int run(int argc, char** argv) {
     by_ops.fused = nullptr;
     optim::Optimizer with_ops(unfused, by_ops);
     auto libtorch = chain.libtorch ? chain.libtorch(plain) : nullptr;
-    std::vector<double> nnx_ms, ops_ms, torch_ms;
+    std::vector<double> nnx_ms, ops_ms, torch_ms, host_ms;
     for (int i = -3; i < steps; ++i) {  // 3 warm-up steps each, alternating
+      const double h = timed_host([&] { with_kernel.update(fused, gradients); });
       const double a = timed([&] { with_kernel.update(fused, gradients); });
       const double b = timed([&] { with_ops.update(unfused, gradients); });
       const double c = libtorch ? timed([&] { libtorch->step(); }) : 0;
@@ -151,16 +162,22 @@ int run(int argc, char** argv) {
       nnx_ms.push_back(a);
       ops_ms.push_back(b);
       torch_ms.push_back(c);
+      host_ms.push_back(h);
     }
+    const double back_to_back_ms = timed([&] {
+      for (int i = 0; i < steps; ++i) with_kernel.update(fused, gradients);
+    }) / steps;
     // Bytes one step must move: parameter, gradient and slots read; parameter and slots written.
     double slot_elements = 0;
     for (const auto& [path, v] : with_kernel.state()) slot_elements += v.tensor().numel();
     const double bytes_moved = 4 * (3 * static_cast<double>(count) + 2 * slot_elements);
     fmt::print("{{\"bench\": \"device_optimizers\", \"chain\": \"{}\", \"device\": \"{}\", "
-               "\"parameters\": {}, \"steps\": {}, \"nnx_ms\": {:.3f}, \"tensor_ops_ms\": {:.3f}, "
+               "\"parameters\": {}, \"steps\": {}, \"nnx_ms\": {:.3f}, \"nnx_host_ms\": {:.3f}, "
+               "\"nnx_back_to_back_ms\": {:.3f}, \"tensor_ops_ms\": {:.3f}, "
                "\"libtorch_ms\": {}, \"nnx/tensor_ops\": {:.3f}, \"nnx/libtorch\": {}, "
                "\"nnx_GB/s\": {:.1f}}}\n",
-               chain.name, device.str(), count, steps, median(nnx_ms), median(ops_ms),
+               chain.name, device.str(), count, steps, median(nnx_ms), median(host_ms),
+               back_to_back_ms, median(ops_ms),
                libtorch ? fmt::format("{:.3f}", median(torch_ms)) : "null",
                median(nnx_ms) / median(ops_ms),
                libtorch ? fmt::format("{:.3f}", median(nnx_ms) / median(torch_ms)) : "null",

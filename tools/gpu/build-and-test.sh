@@ -9,6 +9,9 @@
 #            optimizers alone;
 #   suites:  the single-process suite on the GPU (NNX_DEVICE=cuda, NCCL); the 2- and 4-rank
 #            suites sharing the GPU, through the MPI engine's host staging;
+#   compare: builds from other trees (e.g. a kernel before and after a change) in .gpu/compare:
+#            nnx_tests* run the [gpu] cases; bench_* (bench_device_optimizers) run in turn,
+#            three rounds; then PyTorch's optimizers;
 #   by_file: the suites on 1, 2 and 4 ranks with each test file in a process of its own (one
 #            line per file; cuda-gdb's backtrace for the first crashes);
 #   ctest:   the whole CTest suite on the CPU of that machine (needs a build there).
@@ -117,6 +120,19 @@ optimizer_benchmarks() {
   step torch_optimizers 90 python3 "$root/tools/bench/peers/torch_optimizers_device.py" --steps 50
 }
 nnx_benchmarks() { bench_nnx dot_relu_dot; bench_nnx gpt; optimizer_benchmarks; }
+compare_builds() {  # builds of the optimizer benchmark (and of the tests) from other trees
+  local round program
+  for program in "$root"/.gpu/compare/nnx_tests*; do
+    [ -x "$program" ] && step "cases_${program##*/}" 90 env NNX_DEVICE=cuda "$program" "[gpu]"
+  done
+  for round in 1 2 3; do
+    for program in "$root"/.gpu/compare/bench_*; do
+      [ -x "$program" ] && step "bench_compare_${program##*/}_$round" 60 env NNX_DEVICE=cuda \
+        "$program" 50
+    done
+  done
+  step torch_optimizers 90 python3 "$root/tools/bench/peers/torch_optimizers_device.py" --steps 50
+}
 
 figures() {
   gpu_cases
@@ -193,9 +209,10 @@ for phase in "${phases[@]}"; do
     cases) gpu_cases ;;
     benchmarks) nnx_benchmarks ;;
     suites) suites ;;
+    compare) compare_builds ;;
     ctest) ctest_cpu ;;
     by_file) by_file ;;
-    *) echo "unknown phase '$phase' (figures, cases, benchmarks, suites, by_file, ctest)"; failed+=("$phase") ;;
+    *) echo "unknown phase '$phase' (figures, cases, benchmarks, suites, compare, by_file, ctest)"; failed+=("$phase") ;;
   esac
 done
 echo "logs in $logs, packed into $out/gpu-logs.tgz"
