@@ -64,6 +64,9 @@ struct NnxRun {
     grad();
   }
   void grad() {
+    // Last step's gradients go first, as in a loop whose gradients are local to its body (and as
+    // LibTorch's zero_grad releases them below), so that their memory serves this step's.
+    grads = nnx::State{};
     grads = nnx::value_and_grad([&](Mlp& m) { return nnx::cross_entropy(m(x), y); }, model).grads;
   }
   void update() { opt.update(model, grads); }
