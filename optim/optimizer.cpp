@@ -53,6 +53,8 @@ Optimizer::Optimizer(Module& model, GradientTransformation tx, Filter wrt)
               "'{}' has no values (abstract); materialize the model before building the optimizer",
               path);
     slots_.push_back({path, p.value().mesh(), optimizer_spec(path, p), p});
+    sliced_.push_back(slots_.back().zero_spec.has_value());
+    any_sliced_ = any_sliced_ || sliced_.back();
   }
   state_ = tx_.init(transform_view(params));
 }
@@ -148,19 +150,24 @@ void Optimizer::update(Module& model, State grads) {
     }
     updates.add(path, nnx::detail::variable_like(g, value));
   }
-  const bool zero = std::any_of(slots_.begin(), slots_.end(),
-                                [](const Slot& s) { return s.zero_spec.has_value(); });
   // Without ZeRO the transformations see the parameters themselves.
   State sliced;
-  if (zero) sliced = transform_view(params);
-  const State& view = zero ? sliced : params;
+  if (any_sliced_) sliced = transform_view(params);
+  const State& view = any_sliced_ ? sliced : params;
   // Every built-in chain: on CUDA tensors as nnx's step kernel (step_kernel.h), on CPU tensors
   // as nnx's own pass. Else the transformations' `update`.
-  const bool kernel = tx_.fused && !zero && detail::step_kernel_applies(updates, params);
+  const bool kernel = tx_.fused && detail::step_kernel_applies(updates, params, view, sliced_);
   const bool own_pass = tx_.fused && detail::fusable(updates, view);
   std::shared_ptr<FusedStage> fused;
   if (kernel || own_pass) fused = tx_.fused(state_, FusedInputs{updates, view, true});
-  if (fused && kernel && detail::run_step_kernel(*fused, params, updates)) {
+  std::vector<at::Tensor> zero_updates;
+  if (fused && kernel &&
+      detail::run_step_kernel(*fused, params, updates, view, sliced_, zero_updates)) {
+    i = 0;
+    for (auto& [path, p] : params) {
+      if (sliced_[i]) add_sliced_update(path, p, state_entry(updates, i), zero_updates[i]);
+      ++i;
+    }
     step_.set_value(Array(torch::full({}, step() + 1, torch::kLong)));
     return;
   }
@@ -217,15 +224,19 @@ void Optimizer::step_fused(FusedStage& stage, State& params, State& updates, con
       detail::run_fused(stage, i++, g.tensor(), seen, target, /*add=*/true);
       continue;
     }
-    // ZeRO: this replica's slice of the update, all-gathered to the parameter's layout.
     at::Tensor slice = at::empty_like(g.tensor(), at::MemoryFormat::Contiguous);
     detail::run_fused(stage, i++, g.tensor(), seen, slice, /*add=*/false);
-    RedistributeLabel label(path + " (update into the parameter's layout)");
-    Array u = redistribute(g.value().with_local(slice), p.value().spec());
-    p.tensor().add_(u.local());
+    add_sliced_update(path, p, g, slice);
   }
   stage.finish();
   step_.set_value(Array(torch::full({}, step() + 1, torch::kLong)));
+}
+
+void Optimizer::add_sliced_update(const std::string& path, Variable& param,
+                                  const Variable& update, const at::Tensor& slice) {
+  RedistributeLabel label(path + " (update into the parameter's layout)");
+  Array u = redistribute(update.value().with_local(slice), param.value().spec());
+  param.tensor().add_(u.local());
 }
 
 State Optimizer::state() const {

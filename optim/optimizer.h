@@ -48,10 +48,16 @@ class Optimizer {
   bool in_slot_order(const State& s) const;
   // The whole step in one pass per parameter block (optim/detail/fused_stage.h).
   void step_fused(FusedStage& stage, State& params, State& updates, const State& view);
+  // ZeRO: this replica's `slice` of the update (laid out as `update`), all-gathered to the
+  // parameter's layout and added to it.
+  static void add_sliced_update(const std::string& path, Variable& param, const Variable& update,
+                                const at::Tensor& slice);
 
   GradientTransformation tx_;
   Filter wrt_;
   std::vector<Slot> slots_;
+  std::vector<bool> sliced_;  // per slot: its state is a ZeRO slice of the parameter
+  bool any_sliced_ = false;
   TxState state_;
   Variable step_;
 };

@@ -41,10 +41,11 @@ template <class T> bool program_of(const KernelPlan& plan, cuda::StepProgram<T>&
   return slots <= cuda::kMaxSlots;
 }
 
-// Parameter i's blocks: its own, its gradient's and its slots', and the operations it skips.
+// Parameter i's blocks: its own (or its slice's), its gradient's and its slots', the
+// operations it skips, and where its result goes (`out`: the parameter, or the slice's update).
 cuda::StepBlocks blocks_of(const KernelPlan& plan, size_t i, const at::Tensor& param,
-                           const at::Tensor& gradient) {
-  cuda::StepBlocks b{param.data_ptr(), gradient.data_ptr(), {}, param.numel(), 0};
+                           const at::Tensor& gradient, const at::Tensor& out) {
+  cuda::StepBlocks b{param.data_ptr(), gradient.data_ptr(), {}, param.numel(), 0, out.data_ptr()};
   int slot = 0;
   for (size_t k = 0; k < plan.ops.size(); ++k) {
     const KernelOp& op = plan.ops[k];
@@ -54,13 +55,14 @@ cuda::StepBlocks blocks_of(const KernelPlan& plan, size_t i, const at::Tensor& p
   return b;
 }
 
-// True when every slot is a block of its parameter's dtype, size and device (not so after a
-// model moved devices under its optimizer: the transformations' update then says what is wrong).
-bool slots_match(const KernelPlan& plan, const State& params) {
+// True when every slot is a block of its parameter's (or slice's) dtype, size and device (not
+// so after a model moved devices under its optimizer: the transformations' update then says
+// what is wrong).
+bool slots_match(const KernelPlan& plan, const State& view) {
   for (const KernelOp& op : plan.ops)
     for (const auto* tensors : op.slots)
-      for (size_t i = 0; i < params.size(); ++i) {
-        const at::Tensor& p = state_entry(params, i).tensor();
+      for (size_t i = 0; i < view.size(); ++i) {
+        const at::Tensor& p = state_entry(view, i).tensor();
         const at::Tensor& t = (*tensors)[i];
         if (t.scalar_type() != p.scalar_type() || t.device() != p.device() ||
             t.numel() != p.numel() || !t.is_contiguous())
@@ -93,29 +95,42 @@ void enqueue(const std::vector<cuda::StepBlocks>& blocks, const cuda::StepProgra
          error);
 }
 
-template <class T> bool launch_step(FusedStage& stage, State& params, const State& updates) {
+template <class T>
+bool launch_step(FusedStage& stage, State& params, const State& updates, const State& view,
+                 const std::vector<bool>& sliced, std::vector<at::Tensor>& zero_updates) {
   // Whether the kernel takes the chain is settled before `prepare` runs any collective; the
   // plan after it holds the same operations or fewer (no clipping where the norm is small).
   KernelPlan shape;
   shape.shape_only = true;
   cuda::StepProgram<T> program{};
-  if (!stage.add_to(shape) || !program_of(shape, program) || !slots_match(shape, params))
+  if (!stage.add_to(shape) || !program_of(shape, program) || !slots_match(shape, view))
     return false;
   stage.prepare();
   KernelPlan plan;
   program = {};
   NNX_CHECK(stage.add_to(plan) && program_of(plan, program),
             "internal: the optimizer's step kernel took a chain's shape but not its plan");
-  std::vector<at::Tensor> gradients;  // alive until the launch is enqueued
+  std::vector<at::Tensor> held;  // gradients and slices, alive until the launch is enqueued
+  held.reserve(2 * params.size());  // no reallocation: references into it stay valid
   std::vector<cuda::StepBlocks> blocks;
+  zero_updates.assign(params.size(), at::Tensor());
   size_t i = 0;
   for (auto& [path, variable] : params) {
-    gradients.push_back(state_entry(updates, i).tensor().contiguous());
-    blocks.push_back(blocks_of(plan, i++, variable.tensor(), gradients.back()));
+    const at::Tensor& gradient = held.emplace_back(state_entry(updates, i).tensor().contiguous());
+    if (sliced[i]) {
+      const at::Tensor& slice = held.emplace_back(state_entry(view, i).tensor().contiguous());
+      zero_updates[i] = at::empty_like(gradient);
+      blocks.push_back(blocks_of(plan, i, slice, gradient, zero_updates[i]));
+    } else {
+      blocks.push_back(blocks_of(plan, i, variable.tensor(), gradient, variable.tensor()));
+    }
+    ++i;
   }
   enqueue(blocks, program, state_entry(params, 0).tensor());
   // Written in place as an in-place op would be: a graph that saved a parameter sees the change.
-  for (auto& [path, variable] : params) torch::autograd::impl::bump_version(variable.tensor());
+  i = 0;
+  for (auto& [path, variable] : params)
+    if (!sliced[i++]) torch::autograd::impl::bump_version(variable.tensor());
   stage.finish();  // the slots' versions, the step counters
   ++steps_run;
   return true;
@@ -126,17 +141,22 @@ template <class T> bool launch_step(FusedStage& stage, State& params, const Stat
 
 int64_t step_kernel_steps() { return steps_run.load(); }
 
-bool step_kernel_applies(const State& updates, const State& params) {
+bool step_kernel_applies(const State& updates, const State& params, const State& view,
+                         const std::vector<bool>& sliced) {
 #ifdef NNX_WITH_CUDA
-  if (params.size() == 0 || updates.size() != params.size()) return false;
+  if (params.size() == 0 || updates.size() != params.size() || view.size() != params.size() ||
+      sliced.size() != params.size())
+    return false;
   const at::Tensor& first = state_entry(params, 0).tensor();
   const auto dtype = first.scalar_type();
   if ((dtype != at::kFloat && dtype != at::kDouble) || !first.is_cuda()) return false;
   for (size_t i = 0; i < params.size(); ++i) {
     const at::Tensor& p = state_entry(params, i).tensor();
+    const at::Tensor& seen = state_entry(view, i).tensor();
     const at::Tensor& g = state_entry(updates, i).tensor();
-    if (p.scalar_type() != dtype || g.scalar_type() != dtype || p.device() != first.device() ||
-        g.device() != first.device() || !p.is_contiguous() || g.sizes() != p.sizes())
+    for (const at::Tensor* t : {&p, &seen, &g})
+      if (t->scalar_type() != dtype || t->device() != first.device()) return false;
+    if (!p.is_contiguous() || g.sizes() != seen.sizes() || (!sliced[i] && !seen.is_same(p)))
       return false;
   }
   return true;
@@ -145,11 +165,12 @@ bool step_kernel_applies(const State& updates, const State& params) {
 #endif
 }
 
-bool run_step_kernel(FusedStage& stage, State& params, const State& updates) {
+bool run_step_kernel(FusedStage& stage, State& params, const State& updates, const State& view,
+                     const std::vector<bool>& sliced, std::vector<at::Tensor>& zero_updates) {
 #ifdef NNX_WITH_CUDA
   return state_entry(params, 0).tensor().scalar_type() == at::kFloat
-             ? launch_step<float>(stage, params, updates)
-             : launch_step<double>(stage, params, updates);
+             ? launch_step<float>(stage, params, updates, view, sliced, zero_updates)
+             : launch_step<double>(stage, params, updates, view, sliced, zero_updates);
 #else
   return false;
 #endif

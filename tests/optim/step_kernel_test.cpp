@@ -47,6 +47,7 @@ struct Large : nnx::Module {
 // Parameters that are views at odd element offsets into larger tensors: not 16-byte aligned, so
 // the kernel loads and stores them an element at a time.
 struct Unaligned : nnx::Module {
+  static constexpr bool kUnalignedGradients = false;
   std::vector<nnx::Param> NNX_FIELD(blocks);
   explicit Unaligned(at::ScalarType dtype, c10::Device device = torch::kCPU) {
     for (int64_t k = 0; k < 5; ++k) {
@@ -57,6 +58,24 @@ struct Unaligned : nnx::Module {
     }
   }
 };
+
+// Aligned parameters whose gradients are views at an odd offset (as a gradient bucket's can be).
+struct UnalignedGradients : Unaligned {
+  static constexpr bool kUnalignedGradients = true;
+  explicit UnalignedGradients(at::ScalarType dtype, c10::Device device = torch::kCPU)
+      : Unaligned(dtype, device) {
+    for (auto& p : blocks) p = nnx::Param(p.tensor().clone());  // aligned copies
+  }
+};
+
+// `g` on `device`, at an odd element offset into a larger block where `unaligned`.
+at::Tensor gradient_on(const at::Tensor& g, c10::Device device, bool unaligned) {
+  if (!unaligned) return g.to(device);
+  at::Tensor whole = torch::zeros({g.numel() + 1}, g.options().device(device));
+  at::Tensor view = whole.narrow(0, 1, g.numel()).view(g.sizes());
+  view.copy_(g);
+  return view;
+}
 
 // |a - b| within 16 ulp of |b| and of `before` (the value before the steps: a step's rounding
 // is that of the larger operand) plus 16 ulp of `scale` (how far the values moved).
@@ -96,7 +115,10 @@ int64_t compare(const std::function<optim::GradientTransformation()>& make, at::
     for (const auto& [path, p] : nnx::state(b)) {
       auto g = integer_gradients ? torch::round(torch::randn_like(p.tensor()) * 4)
                                  : torch::randn_like(p.tensor()) * (step + 1);
-      ga.add(path, nnx::Param(g.to(device)));
+      bool unaligned = false;
+      if constexpr (requires { Model::kUnalignedGradients; })
+        unaligned = Model::kUnalignedGradients && device.is_cuda();
+      ga.add(path, nnx::Param(gradient_on(g, device, unaligned)));
       gb.add(path, nnx::Param(g));
     }
     on_device.update(a, ga);
@@ -218,7 +240,9 @@ TEST_CASE("Chains on CPU tensors take the fused pass, not the CUDA kernel") {
     nnx::State gradients;
     for (const auto& [path, p] : nnx::state(model))
       gradients.add(path, nnx::Param(torch::ones_like(p.tensor())));
-    CHECK_FALSE(optim::detail::step_kernel_applies(gradients, nnx::state(model)));
+    const nnx::State params = nnx::state(model);
+    CHECK_FALSE(optim::detail::step_kernel_applies(gradients, params, params,
+                                                   std::vector<bool>(params.size(), false)));
     optimizer.update(model, gradients);
   }
   CHECK(optim::detail::step_kernel_steps() == before);
@@ -326,7 +350,7 @@ TEST_CASE("The CUDA kernel's blocks go round their grid on a large parameter, bi
                        c10::Device(torch::kCUDA, 0), true) == 5);
 }
 
-TEST_CASE("Parameters at unaligned addresses take the CUDA kernel element by element, bit for bit",
+TEST_CASE("Parameters or gradients at unaligned addresses take the kernel lane by lane, bit for bit",
           "[gpu]") {
   if (nnx::cuda_device_count() == 0) {
     WARN("no CUDA device: skipped");
@@ -340,5 +364,10 @@ TEST_CASE("Parameters at unaligned addresses take the CUDA kernel element by ele
       REQUIRE(reinterpret_cast<uintptr_t>(p.tensor().data_ptr()) % 16 != 0);
     CHECK(compare<Unaligned>([] { return optim::adamw(1e-3); }, dtype, cuda, true) == 5);
     CHECK(compare<Unaligned>([] { return optim::sgd(1e-2, 0.9, true); }, dtype, cuda, true) == 5);
+    INFO("aligned parameters, gradients at odd offsets");
+    UnalignedGradients aligned(dtype, cuda);
+    for (const auto& p : aligned.blocks)
+      REQUIRE(reinterpret_cast<uintptr_t>(p.tensor().data_ptr()) % 16 == 0);
+    CHECK(compare<UnalignedGradients>([] { return optim::adamw(1e-3); }, dtype, cuda, true) == 5);
   }
 }

@@ -3,6 +3,8 @@
 // training without it.
 #include "../catch_after_torch.h"
 
+#include <nnx/optim/detail/step_kernel.h>
+
 #include "optim_test_models.h"
 
 #include <torch/utils.h>
@@ -163,9 +165,13 @@ TEST_CASE("ZeRO-1 Adam training equals training without it", "[ranks8]") {
       plain.opt.update(plain.model, std::move(plain_g.grads));
       CHECK(nnx::redistribute_counts().all_gather == 0);
       nnx::redistribute_counts() = {};
+      const int64_t kernel_steps = optim::detail::step_kernel_steps();
       zero.opt.update(zero.model, std::move(zero_g.grads));
       CHECK(nnx::redistribute_counts().all_gather == zero_params);
       CHECK(nnx::redistribute_counts().reduce_scatter == 0);
+      // On a GPU the ZeRO step, slices and all, is one run of nnx's step kernel.
+      if (nnx::state(zero.model)[paths[0]].tensor().is_cuda())
+        CHECK(optim::detail::step_kernel_steps() == kernel_steps + 1);
 
       double reference = one_device.step(s);
       CHECK(nnx::gather(zero_g.loss).item<double>() == Approx(reference).epsilon(1e-10));

@@ -11,7 +11,9 @@
 #            suites sharing the GPU, through the MPI engine's host staging;
 #   compare: builds from other trees (e.g. a kernel before and after a change) in .gpu/compare:
 #            nnx_tests* run the [gpu] cases; bench_* (bench_device_optimizers) run in turn,
-#            three rounds; then PyTorch's optimizers;
+#            three rounds; then PyTorch's optimizers (logs compare_*.log, left out of
+#            benchmarks.jsonl);
+#   zero:    the ZeRO tests on 8 ranks sharing the GPU;
 #   by_file: the suites on 1, 2 and 4 ranks with each test file in a process of its own (one
 #            line per file; cuda-gdb's backtrace for the first crashes);
 #   ctest:   the whole CTest suite on the CPU of that machine (needs a build there).
@@ -121,17 +123,24 @@ optimizer_benchmarks() {
 }
 nnx_benchmarks() { bench_nnx dot_relu_dot; bench_nnx gpt; optimizer_benchmarks; }
 compare_builds() {  # builds of the optimizer benchmark (and of the tests) from other trees
-  local round program
+  local round program found=0
+  shopt -s nullglob
   for program in "$root"/.gpu/compare/nnx_tests*; do
-    [ -x "$program" ] && step "cases_${program##*/}" 90 env NNX_DEVICE=cuda "$program" "[gpu]"
+    step "compare_cases_${program##*/}" 90 env NNX_DEVICE=cuda "$program" "[gpu]"
   done
   for round in 1 2 3; do
     for program in "$root"/.gpu/compare/bench_*; do
-      [ -x "$program" ] && step "bench_compare_${program##*/}_$round" 60 env NNX_DEVICE=cuda \
-        "$program" 50
+      found=1
+      step "compare_${program##*/}_$round" 60 env NNX_DEVICE=cuda "$program" 50
     done
   done
-  step torch_optimizers 90 python3 "$root/tools/bench/peers/torch_optimizers_device.py" --steps 50
+  shopt -u nullglob
+  if ((found == 0)); then
+    echo "== compare: no builds in $root/.gpu/compare (bench_* programs)"
+    failed+=(compare)
+  fi
+  step compare_torch_optimizers 90 python3 "$root/tools/bench/peers/torch_optimizers_device.py" \
+    --steps 50
 }
 
 figures() {
@@ -198,6 +207,12 @@ by_file() {
   done
 }
 
+# ZeRO on the GPU: the ZeRO tests on 8 ranks sharing it (slices updated by the step kernel).
+zero_ranks8() {
+  step zero_ranks8_cuda_mpi 200 env NNX_DEVICE=cuda NNX_CHECK_COLLECTIVES=1 \
+    mpirun -np 8 --oversubscribe "$tests" -# "[#zero_test][ranks8]"
+}
+
 ctest_cpu() {
   [ -f "$build/CTestTestfile.cmake" ] || { echo "== ctest: needs a build here"; return; }
   step ctest_cpu 1800 env NNX_DEVICE=cpu ctest --test-dir "$build" --output-on-failure -E fuzz_parsers
@@ -210,9 +225,10 @@ for phase in "${phases[@]}"; do
     benchmarks) nnx_benchmarks ;;
     suites) suites ;;
     compare) compare_builds ;;
+    zero) zero_ranks8 ;;
     ctest) ctest_cpu ;;
     by_file) by_file ;;
-    *) echo "unknown phase '$phase' (figures, cases, benchmarks, suites, compare, by_file, ctest)"; failed+=("$phase") ;;
+    *) echo "unknown phase '$phase' (figures, cases, benchmarks, suites, compare, zero, by_file, ctest)"; failed+=("$phase") ;;
   esac
 done
 echo "logs in $logs, packed into $out/gpu-logs.tgz"

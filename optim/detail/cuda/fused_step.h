@@ -32,13 +32,16 @@ template <class T> struct StepProgram {
   int32_t count;
 };
 
-// One parameter's contiguous device blocks, of `numel` elements each.
+// One parameter's contiguous device blocks, of `numel` elements each. `out` is `param`, which
+// then takes p + u in place, or (ZeRO: `param` is this rank's slice, only read) the block that
+// takes the update u alone.
 struct StepBlocks {
   void* param;
   const void* gradient;
   void* slots[kMaxSlots];
   int64_t numel;
   uint32_t skipped;  // bit k: operation k leaves this parameter alone (weight decay's mask)
+  void* out;
 };
 
 // Null, or the message of an error the CUDA runtime holds from earlier work (and clears if it
