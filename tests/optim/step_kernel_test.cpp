@@ -47,7 +47,6 @@ struct Large : nnx::Module {
 // Parameters that are views at odd element offsets into larger tensors: not 16-byte aligned, so
 // the kernel loads and stores them an element at a time.
 struct Unaligned : nnx::Module {
-  static constexpr bool kUnalignedGradients = false;
   std::vector<nnx::Param> NNX_FIELD(blocks);
   explicit Unaligned(at::ScalarType dtype, c10::Device device = torch::kCPU) {
     for (int64_t k = 0; k < 5; ++k) {

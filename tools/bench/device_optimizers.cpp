@@ -92,19 +92,15 @@ int run(int argc, char** argv) {
   const auto shapes = gpt_shapes(d, blocks);
   int64_t count = 0;
   for (const auto& s : shapes) count += c10::multiply_integers(s);
-  const auto timed = [&](const std::function<void()>& part) {  // milliseconds, synchronized
+  // Milliseconds from an idle device until the device is done (or, `host_only`, until `part`
+  // returns; the device is waited for afterwards either way).
+  const auto timed = [&](const std::function<void()>& part, bool host_only = false) {
     if (device.is_cuda()) torch::cuda::synchronize();
     const auto t0 = std::chrono::steady_clock::now();
     part();
+    auto t1 = std::chrono::steady_clock::now();
     if (device.is_cuda()) torch::cuda::synchronize();
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  };
-  const auto timed_host = [&](const std::function<void()>& part) {  // until `part` returns
-    if (device.is_cuda()) torch::cuda::synchronize();
-    const auto t0 = std::chrono::steady_clock::now();
-    part();
-    const auto t1 = std::chrono::steady_clock::now();
-    if (device.is_cuda()) torch::cuda::synchronize();
+    if (!host_only) t1 = std::chrono::steady_clock::now();
     return std::chrono::duration<double, std::milli>(t1 - t0).count();
   };
   {  // The global norm clipping takes: nnx's against the same sums of squares in LibTorch.
@@ -154,7 +150,7 @@ int run(int argc, char** argv) {
     auto libtorch = chain.libtorch ? chain.libtorch(plain) : nullptr;
     std::vector<double> nnx_ms, ops_ms, torch_ms, host_ms;
     for (int i = -3; i < steps; ++i) {  // 3 warm-up steps each, alternating
-      const double h = timed_host([&] { with_kernel.update(fused, gradients); });
+      const double h = timed([&] { with_kernel.update(fused, gradients); }, /*host_only=*/true);
       const double a = timed([&] { with_kernel.update(fused, gradients); });
       const double b = timed([&] { with_ops.update(unfused, gradients); });
       const double c = libtorch ? timed([&] { libtorch->step(); }) : 0;
