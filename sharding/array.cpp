@@ -33,11 +33,13 @@ int64_t ways_of(const PartitionSpec& spec, size_t d, const Mesh& mesh) {
 }
 
 // Whether `sizes` is the block shape `spec` lays out (block_of's sizes, with no allocation).
+// Specs split dims evenly (check_spec), so a block is 1/ways of its dim: a product, not a
+// division, checks it.
 bool is_block_shape(at::IntArrayRef sizes, const Shape& shape, const PartitionSpec& spec,
                     const Mesh& mesh) {
   if (sizes.size() != shape.size()) return false;
   for (size_t d = 0; d < shape.size(); ++d)
-    if (sizes[d] != shape[d] / ways_of(spec, d, mesh)) return false;
+    if (sizes[d] * ways_of(spec, d, mesh) != shape[d]) return false;
   return true;
 }
 

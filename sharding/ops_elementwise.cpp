@@ -48,7 +48,7 @@ Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* 
       throw;
     }
   }
-  auto mesh = common_mesh({&a0, &b0}, op);
+  const auto& mesh = common_mesh({&a0, &b0}, op);
   check_broadcast(a0, b0, op);
   if (!mesh) return Array(fn(a0.local(), b0.local()));
   if (all_replicated({&a0, &b0})) {

@@ -40,7 +40,7 @@ Array matmul(const Array& a0, const Array& b0) {
   NNX_CHECK(b0.shape()[b0.ndim() - 2] == k,
             "inner dims differ: {} @ {} ({} vs {})", shape_str(a0), shape_str(b0), k,
             b0.shape()[b0.ndim() - 2]);
-  auto mesh = common_mesh({&a0, &b0}, "matmul");
+  const auto& mesh = common_mesh({&a0, &b0}, "matmul");
   const bool replicated = all_replicated({&a0, &b0});
   if (!mesh || replicated) {
     // Batch dims broadcast (the planner checks this on the sharded path).
@@ -96,7 +96,7 @@ std::optional<Array> fused_linear(const Array& x, const Array& w, const Array& b
   if (x.ndim() < 2 || w.ndim() != 2 || bias.ndim() != 1 || x.shape().back() != w.shape()[0] ||
       bias.shape()[0] != w.shape()[1] || !bias.partial_axes().empty())
     return std::nullopt;
-  auto mesh = common_mesh({&x, &w, &bias}, "linear");
+  const auto& mesh = common_mesh({&x, &w, &bias}, "linear");
   if (!mesh) {
     auto local = add_bias_in_gemm(x.local(), w.local(), bias.local());
     if (!local) return std::nullopt;

@@ -18,26 +18,29 @@ namespace detail {
 
 namespace {
 template <class Arrays>
-std::shared_ptr<const Mesh> common_mesh_of(const Arrays& arrays, const char* op) {
-  std::shared_ptr<const Mesh> mesh;
+const std::shared_ptr<const Mesh>& common_mesh_of(const Arrays& arrays, const char* op) {
+  static const std::shared_ptr<const Mesh> kNoMesh;
+  const std::shared_ptr<const Mesh>* mesh = &kNoMesh;
   for (const Array* a : arrays) {
     if (!a->defined()) throw_error(op, "an input array is empty");
     if (!a->mesh()) continue;
-    if (!mesh) mesh = a->mesh();
-    else if (mesh != a->mesh() && !(*mesh == *a->mesh() && mesh->is_bound() == a->mesh()->is_bound()))
+    if (!*mesh) mesh = &a->mesh();
+    else if (*mesh != a->mesh() &&
+             !(**mesh == *a->mesh() && (*mesh)->is_bound() == a->mesh()->is_bound()))
       throw_error(op, fmt::format("inputs lie on two meshes, {} and {}; redistribute onto one",
-                                  mesh->to_string(), a->mesh()->to_string()));
+                                  (*mesh)->to_string(), a->mesh()->to_string()));
   }
-  return mesh;
+  return *mesh;
 }
 }  // namespace
 
-std::shared_ptr<const Mesh> common_mesh(const std::vector<const Array*>& arrays, const char* op) {
+const std::shared_ptr<const Mesh>& common_mesh(const std::vector<const Array*>& arrays,
+                                               const char* op) {
   return common_mesh_of(arrays, op);
 }
 
-std::shared_ptr<const Mesh> common_mesh(std::initializer_list<const Array*> arrays,
-                                        const char* op) {
+const std::shared_ptr<const Mesh>& common_mesh(std::initializer_list<const Array*> arrays,
+                                               const char* op) {
   return common_mesh_of(arrays, op);  // no vector to allocate on every op
 }
 

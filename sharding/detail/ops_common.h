@@ -18,9 +18,12 @@ namespace nnx::detail {
 
 using DimAxes = std::vector<Axes>;  // mesh axes per dim, major first
 
-// The mesh the inputs share (null when none has one); two different meshes are an error.
-std::shared_ptr<const Mesh> common_mesh(const std::vector<const Array*>& arrays, const char* op);
-std::shared_ptr<const Mesh> common_mesh(std::initializer_list<const Array*> arrays, const char* op);
+// The mesh the inputs share (null when none has one); two different meshes are an error. The
+// reference is to an input's own mesh pointer, so it lives as long as the inputs do.
+const std::shared_ptr<const Mesh>& common_mesh(const std::vector<const Array*>& arrays,
+                                               const char* op);
+const std::shared_ptr<const Mesh>& common_mesh(std::initializer_list<const Array*> arrays,
+                                               const char* op);
 // A plain array becomes a replicated array on `mesh`.
 Array on_mesh(const Array& a, const std::shared_ptr<const Mesh>& mesh);
 // The same without copying `a` when it lies on a mesh already; a new array is kept in `held`.

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <string>
 #include <string_view>
 
 namespace nnx::detail {
@@ -28,13 +29,44 @@ SharedPlan find_plan(uint64_t key, std::string_view op, int64_t argument,
                      std::initializer_list<const Array*> inputs);
 SharedPlan remember_plan(uint64_t key, std::string_view op, int64_t argument, OpPlan plan);
 
-// `make()` returns the OpPlan for these inputs; it runs only on a cache miss.
+// The plan a call site found last, with the layouts it was found for (held, so that their
+// addresses cannot be reused by other layouts while remembered).
+struct LastPlan {
+  std::string op;
+  int64_t argument = 0;
+  SharedPlan plan;
+  std::shared_ptr<const ArrayLayout> layouts[3];
+
+  bool matches(std::string_view o, int64_t a, std::initializer_list<const Array*> inputs) const {
+    if (!plan || a != argument || inputs.size() > 3 || o != op) return false;
+    size_t i = 0;
+    for (const Array* x : inputs)
+      if (layouts[i++] != x->layout()) return false;
+    return true;
+  }
+  void remember(std::string_view o, int64_t a, std::initializer_list<const Array*> inputs,
+                const SharedPlan& p) {
+    if (inputs.size() > 3) return;
+    op = o;
+    argument = a;
+    plan = p;
+    size_t i = 0;
+    for (const Array* x : inputs) layouts[i++] = x->layout();
+  }
+};
+
+// `make()` returns the OpPlan for these inputs; it runs only on a cache miss. Each call site
+// first asks its last plan: an op repeated on the same layouts takes it at once.
 template <class Make>
 SharedPlan cached_plan(std::string_view op, int64_t argument,
                        std::initializer_list<const Array*> inputs, Make make) {
+  thread_local LastPlan last;
+  if (last.matches(op, argument, inputs)) return last.plan;
   const uint64_t key = plan_key(op, argument, inputs);
-  if (SharedPlan plan = find_plan(key, op, argument, inputs)) return plan;
-  return remember_plan(key, op, argument, make());
+  SharedPlan plan = find_plan(key, op, argument, inputs);
+  if (!plan) plan = remember_plan(key, op, argument, make());
+  last.remember(op, argument, inputs, plan);
+  return plan;
 }
 
 }  // namespace nnx::detail
