@@ -9,7 +9,13 @@
 #include <ATen/ops/full.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <c10/util/BFloat16.h>
+#include <nnx/core/error.h>
+
 #include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <initializer_list>
 #include <type_traits>
@@ -40,6 +46,30 @@ template <class T> T* at_offset(const at::Tensor& t, int64_t begin) {
   return t.data_ptr<T>() + begin;
 }
 
+// x rounded to bfloat16 (to nearest, ties to even, as LibTorch rounds) and widened back, in
+// integer operations the compiler vectorizes. A NaN here has its lower 16 bits zero (it is a
+// widened bfloat16's, or the CPU's default NaN), so the rounding carries nothing out of them and
+// it stays itself; a value past bfloat16's largest becomes infinity.
+inline float round_to_bfloat16(float x) {
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  return std::bit_cast<float>((bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u);
+}
+
+// x rounded to the storage type S and widened back, as a tensor op's result on S blocks; x
+// itself where S is the type computed in (float and double blocks).
+template <class S, class T> inline T rd(T x) {
+  if constexpr (std::is_same_v<S, T>) return x;
+  else return round_to_bfloat16(x);
+}
+
+// A value already rounded to S (by rd), stored as S: for bfloat16 its upper half.
+template <class S, class T> inline S stored(T x) {
+  if constexpr (std::is_same_v<S, T>) return x;
+  else return S(static_cast<uint16_t>(std::bit_cast<uint32_t>(x) >> 16), S::from_bits());
+}
+
+std::atomic<int64_t> passes_run{0};
+
 // Runs `loop`, compiled a second time for AVX2 where the CPU has it (8 floats a step rather
 // than 4): the same operations, each rounded alike, so the values do not change.
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -58,15 +88,25 @@ template <class Loop> void vectorized(const Loop& loop) {
 template <class Loop> void vectorized(const Loop& loop) { loop(); }
 #endif
 
-// Stages written once for float and double: Derived::run<T>(i, begin, n, u, p).
+// Stages written once: Derived::run<T, S>(i, begin, n, u, p) computes in T (float, double)
+// on blocks stored as S (T itself, or bfloat16 computed in float), rounding each operation to S.
 template <class Derived> class TypedStage : public FusedStage {
  public:
   void apply(size_t i, int64_t begin, int64_t n, float* u, const float* p) const override {
-    vectorized([&] { static_cast<const Derived*>(this)->template run<float>(i, begin, n, u, p); });
+    vectorized([&] { derived().template run<float, float>(i, begin, n, u, p); });
   }
   void apply(size_t i, int64_t begin, int64_t n, double* u, const double* p) const override {
-    vectorized([&] { static_cast<const Derived*>(this)->template run<double>(i, begin, n, u, p); });
+    vectorized([&] { derived().template run<double, double>(i, begin, n, u, p); });
   }
+  void apply(size_t i, int64_t begin, int64_t n, float* u, const float* p,
+             at::ScalarType storage) const override {
+    NNX_CHECK(storage == at::kBFloat16, "the fused pass takes bfloat16 blocks, not {}",
+              c10::toString(storage));
+    vectorized([&] { derived().template run<float, c10::BFloat16>(i, begin, n, u, p); });
+  }
+
+ private:
+  const Derived& derived() const { return *static_cast<const Derived*>(this); }
 };
 
 // A stage that keeps per-parameter slots (momenta), updated in place: slot(k, i) is slot k of
@@ -99,6 +139,10 @@ class ChainStage final : public FusedStage {
   }
   void apply(size_t i, int64_t begin, int64_t n, double* u, const double* p) const override {
     for (const auto& s : stages_) s->apply(i, begin, n, u, p);
+  }
+  void apply(size_t i, int64_t begin, int64_t n, float* u, const float* p,
+             at::ScalarType storage) const override {
+    for (const auto& s : stages_) s->apply(i, begin, n, u, p, storage);
   }
   void finish() override { for (auto& s : stages_) s->finish(); }
   bool add_to(KernelPlan& plan) const override {
@@ -133,9 +177,9 @@ template <class T> using Scalars = std::array<T, 8>;
 class ScaleStage final : public TypedStage<ScaleStage> {
  public:
   ScaleStage(double factor, Variable* count) : factor_(factor), count_(count) {}
-  template <class T> void run(size_t, int64_t, int64_t n, T* u, const T*) const {
+  template <class T, class S> void run(size_t, int64_t, int64_t n, T* u, const T*) const {
     const T f = static_cast<T>(factor_);
-    for (int64_t j = 0; j < n; ++j) u[j] = u[j] * f;
+    for (int64_t j = 0; j < n; ++j) u[j] = rd<S>(u[j] * f);
   }
   void finish() override { if (count_) set_step_count(*count_, step_count(*count_) + 1); }
   bool add_to(KernelPlan& plan) const override {
@@ -153,13 +197,13 @@ class TraceStage final : public SlotStage<TraceStage> {
  public:
   TraceStage(State& trace, double decay, bool nesterov)
       : SlotStage({&trace}), decay_(decay), nesterov_(nesterov) {}
-  template <class T> void run(size_t i, int64_t begin, int64_t n, T* u, const T*) const {
-    T* t = slot<T>(0, i, begin);
+  template <class T, class S> void run(size_t i, int64_t begin, int64_t n, T* u, const T*) const {
+    S* t = slot<S>(0, i, begin);
     const T d = static_cast<T>(decay_);
     for (int64_t j = 0; j < n; ++j) {
-      const T next = u[j] + d * t[j];
-      t[j] = next;
-      u[j] = nesterov_ ? u[j] + d * next : next;
+      const T next = rd<S>(u[j] + rd<S>(d * static_cast<T>(t[j])));
+      t[j] = stored<S>(next);
+      u[j] = nesterov_ ? rd<S>(u[j] + rd<S>(d * next)) : next;
     }
   }
   bool add_to(KernelPlan& plan) const override {
@@ -183,20 +227,21 @@ class AdamStage final : public SlotStage<AdamStage> {
         eps_(eps), eps_root_(eps_root),
         single_{bias_reciprocal<float>(b1, step_), bias_reciprocal<float>(b2, step_)},
         double_{bias_reciprocal<double>(b1, step_), bias_reciprocal<double>(b2, step_)} {}
-  template <class T> void run(size_t i, int64_t begin, int64_t n, T* u, const T*) const {
-    T* mu = slot<T>(0, i, begin);
-    T* nu = slot<T>(1, i, begin);
+  template <class T, class S> void run(size_t i, int64_t begin, int64_t n, T* u, const T*) const {
+    S* mu = slot<S>(0, i, begin);
+    S* nu = slot<S>(1, i, begin);
     const T one_b1 = static_cast<T>(1 - b1_), b1 = static_cast<T>(b1_);
     const T one_b2 = static_cast<T>(1 - b2_), b2 = static_cast<T>(b2_);
     const auto& [r1, r2] = reciprocals<T>();
     const T eps = static_cast<T>(eps_), eps_root = static_cast<T>(eps_root_);
     for (int64_t j = 0; j < n; ++j) {
       const T g = u[j];
-      const T m = one_b1 * g + b1 * mu[j];
-      const T v = one_b2 * (g * g) + b2 * nu[j];
-      mu[j] = m;
-      nu[j] = v;
-      u[j] = (m * r1) / (std::sqrt(v * r2 + eps_root) + eps);
+      const T m = rd<S>(rd<S>(one_b1 * g) + rd<S>(b1 * static_cast<T>(mu[j])));
+      const T v = rd<S>(rd<S>(one_b2 * rd<S>(g * g)) + rd<S>(b2 * static_cast<T>(nu[j])));
+      mu[j] = stored<S>(m);
+      nu[j] = stored<S>(v);
+      const T root = rd<S>(std::sqrt(rd<S>(rd<S>(v * r2) + eps_root)));
+      u[j] = rd<S>(rd<S>(m * r1) / rd<S>(root + eps));
     }
   }
   void finish() override {
@@ -234,15 +279,15 @@ class AdamStage final : public SlotStage<AdamStage> {
 class RmsStage final : public SlotStage<RmsStage> {
  public:
   RmsStage(State& nu, double decay, double eps) : SlotStage({&nu}), decay_(decay), eps_(eps) {}
-  template <class T> void run(size_t i, int64_t begin, int64_t n, T* u, const T*) const {
-    T* nu = slot<T>(0, i, begin);
+  template <class T, class S> void run(size_t i, int64_t begin, int64_t n, T* u, const T*) const {
+    S* nu = slot<S>(0, i, begin);
     const T one_d = static_cast<T>(1 - decay_), d = static_cast<T>(decay_);
     const T eps = static_cast<T>(eps_);
     for (int64_t j = 0; j < n; ++j) {
       const T g = u[j];
-      const T v = one_d * (g * g) + d * nu[j];
-      nu[j] = v;
-      u[j] = g * (T(1) / std::sqrt(v + eps));
+      const T v = rd<S>(rd<S>(one_d * rd<S>(g * g)) + rd<S>(d * static_cast<T>(nu[j])));
+      nu[j] = stored<S>(v);
+      u[j] = rd<S>(g * rd<S>(T(1) / std::sqrt(rd<S>(v + eps))));  // rsqrt: one op on S
     }
   }
   bool add_to(KernelPlan& plan) const override {
@@ -264,15 +309,15 @@ class RmsStage final : public SlotStage<RmsStage> {
 class LionStage final : public SlotStage<LionStage> {
  public:
   LionStage(State& mu, double b1, double b2) : SlotStage({&mu}), b1_(b1), b2_(b2) {}
-  template <class T> void run(size_t i, int64_t begin, int64_t n, T* u, const T*) const {
-    T* mu = slot<T>(0, i, begin);
+  template <class T, class S> void run(size_t i, int64_t begin, int64_t n, T* u, const T*) const {
+    S* mu = slot<S>(0, i, begin);
     const T one_b1 = static_cast<T>(1 - b1_), b1 = static_cast<T>(b1_);
     const T one_b2 = static_cast<T>(1 - b2_), b2 = static_cast<T>(b2_);
     for (int64_t j = 0; j < n; ++j) {
-      const T g = u[j], m = mu[j];
-      const T mix = one_b1 * g + b1 * m;
+      const T g = u[j], m = static_cast<T>(mu[j]);
+      const T mix = rd<S>(rd<S>(one_b1 * g) + rd<S>(b1 * m));
       u[j] = static_cast<T>((mix > T(0)) - (mix < T(0)));
-      mu[j] = one_b2 * g + b2 * m;
+      mu[j] = stored<S>(rd<S>(rd<S>(one_b2 * g) + rd<S>(b2 * m)));
     }
   }
   bool add_to(KernelPlan& plan) const override {
@@ -295,10 +340,10 @@ class DecayStage final : public TypedStage<DecayStage> {
  public:
   DecayStage(double weight_decay, std::vector<bool> selected)
       : weight_decay_(weight_decay), selected_(std::move(selected)) {}
-  template <class T> void run(size_t i, int64_t, int64_t n, T* u, const T* p) const {
+  template <class T, class S> void run(size_t i, int64_t, int64_t n, T* u, const T* p) const {
     if (!selected_[i]) return;
     const T wd = static_cast<T>(weight_decay_);
-    for (int64_t j = 0; j < n; ++j) u[j] = u[j] + wd * p[j];
+    for (int64_t j = 0; j < n; ++j) u[j] = rd<S>(u[j] + rd<S>(wd * p[j]));
   }
   bool add_to(KernelPlan& plan) const override {
     append(plan, cuda::StepKind::decay, [&](auto zero) {
@@ -316,10 +361,10 @@ class ClipStage final : public TypedStage<ClipStage> {
  public:
   ClipStage(const State& gradients, double max_norm) : gradients_(gradients), max_norm_(max_norm) {}
   void prepare() override { norm_ = global_norm(gradients_); }
-  template <class T> void run(size_t, int64_t, int64_t n, T* u, const T*) const {
+  template <class T, class S> void run(size_t, int64_t, int64_t n, T* u, const T*) const {
     if (norm_ < max_norm_) return;
     const T norm = static_cast<T>(norm_), max_norm = static_cast<T>(max_norm_);
-    for (int64_t j = 0; j < n; ++j) u[j] = u[j] / norm * max_norm;
+    for (int64_t j = 0; j < n; ++j) u[j] = rd<S>(rd<S>(u[j] / norm) * max_norm);
   }
   bool add_to(KernelPlan& plan) const override {  // after prepare: clips or is not there
     if (!plan.shape_only && norm_ < max_norm_) return true;
@@ -358,6 +403,37 @@ void pass(const FusedStage& stage, size_t i, const at::Tensor& gradient, const a
   });
 }
 
+// The same for bfloat16 blocks (S): each block is widened to float for the stages, and the sum
+// p + u rounds to S as the tensor op's does.
+template <class S>
+void pass_reduced(const FusedStage& stage, size_t i, const at::Tensor& gradient,
+                  const at::Tensor& param, at::Tensor& target, bool add) {
+  const S* g = gradient.data_ptr<S>();
+  const S* p = param.data_ptr<S>();
+  S* out = target.data_ptr<S>();
+  const at::ScalarType storage = param.scalar_type();
+  at::parallel_for(0, gradient.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    float u[kBlock], wide_p[kBlock];
+    for (int64_t b = begin; b < end; b += kBlock) {
+      const int64_t n = std::min(kBlock, end - b);
+      vectorized([&] {
+        for (int64_t j = 0; j < n; ++j) {
+          u[j] = static_cast<float>(g[b + j]);
+          wide_p[j] = static_cast<float>(p[b + j]);
+        }
+      });
+      stage.apply(i, b, n, u, wide_p, storage);
+      vectorized([&] {
+        if (add)
+          for (int64_t j = 0; j < n; ++j)
+            out[b + j] = stored<S>(rd<S>(static_cast<float>(out[b + j]) + u[j]));
+        else
+          for (int64_t j = 0; j < n; ++j) out[b + j] = stored<S>(u[j]);
+      });
+    }
+  });
+}
+
 }  // namespace
 
 std::shared_ptr<FusedStage> chain_stage(std::vector<std::shared_ptr<FusedStage>> stages) {
@@ -392,7 +468,8 @@ bool fusable(const State& updates, const State& params) {
     const at::Tensor& g = state_entry(updates, i).tensor();
     const at::Tensor& p = state_entry(params, i).tensor();
     const auto dtype = p.scalar_type();
-    if ((dtype != at::kFloat && dtype != at::kDouble) || g.scalar_type() != dtype ||
+    if ((dtype != at::kFloat && dtype != at::kDouble && dtype != at::kBFloat16) ||
+        g.scalar_type() != dtype ||
         g.sizes() != p.sizes() || !p.device().is_cpu() || !g.device().is_cpu())
       return false;
   }
@@ -403,10 +480,16 @@ void run_fused(const FusedStage& stage, size_t i, const at::Tensor& gradient,
                const at::Tensor& param, at::Tensor& target, bool add) {
   const at::Tensor g = gradient.contiguous(), p = param.contiguous();
   at::Tensor out = target.is_contiguous() ? target : target.contiguous();
-  if (p.scalar_type() == at::kFloat) pass<float>(stage, i, g, p, out, add);
-  else pass<double>(stage, i, g, p, out, add);
+  switch (p.scalar_type()) {
+    case at::kFloat: pass<float>(stage, i, g, p, out, add); break;
+    case at::kDouble: pass<double>(stage, i, g, p, out, add); break;
+    default: pass_reduced<c10::BFloat16>(stage, i, g, p, out, add); break;
+  }
+  ++passes_run;
   if (!out.is_same(target)) target.copy_(out);
   else torch::autograd::impl::bump_version(target);
 }
+
+int64_t fused_pass_runs() { return passes_run.load(); }
 
 }  // namespace nnx::optim::detail

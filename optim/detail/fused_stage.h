@@ -55,6 +55,10 @@ class FusedStage {
   // parameter's values there. Called from several threads at once, on disjoint ranges.
   virtual void apply(size_t i, int64_t begin, int64_t n, float* u, const float* p) const = 0;
   virtual void apply(size_t i, int64_t begin, int64_t n, double* u, const double* p) const = 0;
+  // The same for bfloat16 blocks (`storage`): u and p hold their values widened to float, and
+  // every operation rounds to bfloat16, as each tensor op on such blocks does.
+  virtual void apply(size_t i, int64_t begin, int64_t n, float* u, const float* p,
+                     at::ScalarType storage) const = 0;
   // After every element: step counters advance.
   virtual void finish() {}
   // Adds this stage to `plan` (after `prepare`, unless the plan is `shape_only`); false where
@@ -81,14 +85,18 @@ std::shared_ptr<FusedStage> lion_stage(State& mu, double b1, double b2);
 std::shared_ptr<FusedStage> decay_stage(double weight_decay, std::vector<bool> selected);
 std::shared_ptr<FusedStage> clip_stage(const State& gradients, double max_norm);
 
-// True when the fused pass can take these parameters and updates: float32 or float64, the
-// gradient's dtype and block shape equal to the parameter's.
+// True when the fused pass can take these parameters and updates: float32, float64 or bfloat16
+// on the CPU (float16 takes the tensor ops), the gradient's dtype and block shape equal to the
+// parameter's.
 bool fusable(const State& updates, const State& params);
 
 // One step over one parameter: updates = stage(gradient); then param += updates (add) or
 // target = updates (ZeRO: the update is gathered before it is added).
 void run_fused(const FusedStage& stage, size_t i, const at::Tensor& gradient,
                const at::Tensor& param, at::Tensor& target, bool add);
+
+// How many parameter blocks this process has stepped through the fused pass (for tests).
+int64_t fused_pass_runs();
 
 }  // namespace detail
 }  // namespace nnx::optim

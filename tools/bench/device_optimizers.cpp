@@ -3,7 +3,8 @@
 // transformations' tensor ops (the path taken without a fused form), and LibTorch's own
 // optimizer where it has one, on the parameters of a GPT stack (d_model 1024, 4 blocks: 50M).
 // The three alternate step by step. First, global_norm against the same sums of squares in
-// LibTorch. Usage: bench_device_optimizers [steps=50] [d_model=1024] [blocks=4]. Prints JSON
+// LibTorch. Usage: bench_device_optimizers [steps=50] [d_model=1024] [blocks=4]
+// [dtype=float32|bfloat16|float16] (the parameters', gradients' and slots' dtype). Prints JSON
 // lines: median ms per call of each and the ratios nnx / LibTorch and nnx / tensor ops; for
 // nnx's step also the host's share (until the call returns) and the mean of `steps` steps run
 // back to back with one wait at the end, as a training loop runs them.
@@ -75,18 +76,24 @@ std::vector<Chain> chains() {
 int run(int argc, char** argv) {
   int steps = 50;
   int64_t d = 1024, blocks = 4;
+  torch::Dtype dtype = torch::kFloat;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const auto eq = arg.find('=');
     if (eq == std::string::npos) steps = std::stoi(arg);
     else if (arg.substr(0, eq) == "d_model") d = std::stoll(arg.substr(eq + 1));
     else if (arg.substr(0, eq) == "blocks") blocks = std::stoll(arg.substr(eq + 1));
-    else NNX_CHECK(false, "'{}' is not an argument; pass [steps] [d_model=N] [blocks=N]", arg);
+    else if (arg == "dtype=float32") dtype = torch::kFloat;
+    else if (arg == "dtype=bfloat16") dtype = torch::kBFloat16;
+    else if (arg == "dtype=float16") dtype = torch::kHalf;
+    else NNX_CHECK(false, "'{}' is not an argument; pass [steps] [d_model=N] [blocks=N] "
+                          "[dtype=float32|bfloat16|float16]", arg);
   }
   NNX_CHECK(steps >= 1, "steps must be at least 1, got {}", steps);
   NNX_CHECK(nnx::world_size() == 1, "bench_device_optimizers runs on one process");
   auto mesh = nnx::make_mesh({1}, {"data"});
   const torch::Device device = mesh->device();
+  const auto on_device = torch::TensorOptions().device(device).dtype(dtype);
   torch::manual_seed(0);
   torch::NoGradGuard no_grad;
   const auto shapes = gpt_shapes(d, blocks);
@@ -135,11 +142,11 @@ int run(int argc, char** argv) {
     std::vector<torch::Tensor> plain;
     nnx::State gradients;
     for (size_t k = 0; k < shapes.size(); ++k) {
-      auto p = torch::randn(shapes[k], device) * 0.02;
+      auto p = torch::randn(shapes[k], on_device) * 0.02;
       fused.blocks.emplace_back(p.clone());
       unfused.blocks.emplace_back(p.clone());
       plain.push_back(p.clone());
-      auto g = torch::randn(shapes[k], device) * 1e-3;
+      auto g = torch::randn(shapes[k], on_device) * 1e-3;
       plain.back().mutable_grad() = g.clone();
       gradients.add(fmt::format("blocks.{}", k), nnx::Param(g));
     }
@@ -166,13 +173,16 @@ int run(int argc, char** argv) {
     // Bytes one step must move: parameter, gradient and slots read; parameter and slots written.
     double slot_elements = 0;
     for (const auto& [path, v] : with_kernel.state()) slot_elements += v.tensor().numel();
-    const double bytes_moved = 4 * (3 * static_cast<double>(count) + 2 * slot_elements);
+    const double bytes_moved = static_cast<double>(c10::elementSize(dtype)) *
+                               (3 * static_cast<double>(count) + 2 * slot_elements);
     fmt::print("{{\"bench\": \"device_optimizers\", \"chain\": \"{}\", \"device\": \"{}\", "
+               "\"dtype\": \"{}\", "
                "\"parameters\": {}, \"steps\": {}, \"nnx_ms\": {:.3f}, \"nnx_host_ms\": {:.3f}, "
                "\"nnx_back_to_back_ms\": {:.3f}, \"tensor_ops_ms\": {:.3f}, "
                "\"libtorch_ms\": {}, \"nnx/tensor_ops\": {:.3f}, \"nnx/libtorch\": {}, "
                "\"nnx_GB/s\": {:.1f}}}\n",
-               chain.name, device.str(), count, steps, median(nnx_ms), median(host_ms),
+               chain.name, device.str(), nnx::dtype_name(dtype), count, steps, median(nnx_ms),
+               median(host_ms),
                back_to_back_ms, median(ops_ms),
                libtorch ? fmt::format("{:.3f}", median(torch_ms)) : "null",
                median(nnx_ms) / median(ops_ms),
