@@ -171,7 +171,7 @@ void Optimizer::update(Module& model, State grads) {
     step_.set_value(Array(torch::full({}, step() + 1, torch::kLong)));
     return;
   }
-  if (fused && own_pass) {
+  if (fused && own_pass && fused->fits(view)) {
     step_fused(*fused, params, updates, view);
     return;
   }

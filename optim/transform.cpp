@@ -48,6 +48,17 @@ void check_aligned(const State& updates, const State& params, const char* who) {
   }
 }
 
+// A scalar as JAX applies it to an array of `like`'s dtype: rounded to that dtype. LibTorch
+// would keep it in float for bfloat16 and float16 arrays (and round only added ones), so the
+// transformations round it themselves: their values are then optax's in those dtypes too.
+double scalar_for(double s, const at::Tensor& like) {
+  switch (like.scalar_type()) {
+    case at::kBFloat16: return static_cast<float>(c10::BFloat16(static_cast<float>(s)));
+    case at::kHalf: return static_cast<float>(c10::Half(static_cast<float>(s)));
+    default: return s;
+  }
+}
+
 // A step counter: an OptState int64 scalar, so that checkpoints hold it with the moments.
 Variable step_counter() { return OptState(torch::zeros({}, torch::kLong)); }
 int64_t state_count(const TxState& s) { return s.count.tensor().item<int64_t>(); }
@@ -103,7 +114,8 @@ GradientTransformation chain(std::vector<GradientTransformation> transforms) {
 GradientTransformation scale(double step_size) {
   return stateless([step_size](State& u, TxState&, const State&) {
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < u.size(); ++i) set_local(u, i, local(u, i) * step_size);
+    for (size_t i = 0; i < u.size(); ++i)
+      set_local(u, i, local(u, i) * scalar_for(step_size, local(u, i)));
   }, [step_size](TxState&, const FusedInputs&) { return detail::scale_stage(step_size, nullptr); });
 }
 
@@ -113,7 +125,8 @@ GradientTransformation scale_by_schedule(Schedule schedule) {
             torch::NoGradGuard no_grad;
             const int64_t count = state_count(state);
             double factor = schedule(count);
-            for (size_t i = 0; i < u.size(); ++i) set_local(u, i, local(u, i) * factor);
+            for (size_t i = 0; i < u.size(); ++i)
+              set_local(u, i, local(u, i) * scalar_for(factor, local(u, i)));
             set_state_count(state, count + 1);
           },
           [schedule](TxState& state, const FusedInputs&) {
@@ -133,9 +146,10 @@ GradientTransformation trace(double decay, bool nesterov) {
             torch::NoGradGuard no_grad;
             check_aligned(u, params, "trace");
             for (size_t i = 0; i < u.size(); ++i) {
-              at::Tensor t = local(u, i) + decay * local(state.slots[0], i);
+              const double d = scalar_for(decay, local(u, i));
+              at::Tensor t = local(u, i) + d * local(state.slots[0], i);
               set_local(state.slots[0], i, t);
-              set_local(u, i, nesterov ? local(u, i) + decay * t : t);
+              set_local(u, i, nesterov ? local(u, i) + d * t : t);
             }
           },
           [decay, nesterov](TxState& state, const FusedInputs&) {
@@ -155,15 +169,17 @@ GradientTransformation scale_by_adam(double b1, double b2, double eps, double ep
             for (size_t i = 0; i < u.size(); ++i) {
               const at::Tensor& g = local(u, i);
               const bool single = g.scalar_type() != at::kDouble;
-              const double r1 = single ? detail::bias_reciprocal<float>(b1, step)
-                                       : detail::bias_reciprocal<double>(b1, step);
-              const double r2 = single ? detail::bias_reciprocal<float>(b2, step)
-                                       : detail::bias_reciprocal<double>(b2, step);
-              at::Tensor mu = (1 - b1) * g + b1 * local(state.slots[0], i);
-              at::Tensor nu = (1 - b2) * (g * g) + b2 * local(state.slots[1], i);
+              const double r1 = scalar_for(single ? detail::bias_reciprocal<float>(b1, step)
+                                                  : detail::bias_reciprocal<double>(b1, step), g);
+              const double r2 = scalar_for(single ? detail::bias_reciprocal<float>(b2, step)
+                                                  : detail::bias_reciprocal<double>(b2, step), g);
+              at::Tensor mu = scalar_for(1 - b1, g) * g + scalar_for(b1, g) * local(state.slots[0], i);
+              at::Tensor nu =
+                  scalar_for(1 - b2, g) * (g * g) + scalar_for(b2, g) * local(state.slots[1], i);
               set_local(state.slots[0], i, mu);
               set_local(state.slots[1], i, nu);
-              set_local(u, i, (mu * r1) / ((nu * r2 + eps_root).sqrt() + eps));
+              set_local(u, i, (mu * r1) / ((nu * r2 + scalar_for(eps_root, g)).sqrt() +
+                                           scalar_for(eps, g)));
             }
             set_state_count(state, step);
           },
@@ -182,9 +198,10 @@ GradientTransformation scale_by_rms(double decay, double eps, double initial_sca
             check_aligned(u, params, "scale_by_rms");
             for (size_t i = 0; i < u.size(); ++i) {
               const at::Tensor& g = local(u, i);
-              at::Tensor nu = (1 - decay) * (g * g) + decay * local(state.slots[0], i);
+              at::Tensor nu = scalar_for(1 - decay, g) * (g * g) +
+                              scalar_for(decay, g) * local(state.slots[0], i);
               set_local(state.slots[0], i, nu);
-              set_local(u, i, g * (nu + eps).rsqrt());
+              set_local(u, i, g * (nu + scalar_for(eps, g)).rsqrt());
             }
           },
           [=](TxState& state, const FusedInputs&) {
@@ -200,8 +217,8 @@ GradientTransformation scale_by_lion(double b1, double b2) {
             for (size_t i = 0; i < u.size(); ++i) {
               const at::Tensor g = local(u, i);
               const at::Tensor& mu = local(state.slots[0], i);
-              set_local(u, i, ((1 - b1) * g + b1 * mu).sign());
-              set_local(state.slots[0], i, (1 - b2) * g + b2 * mu);
+              set_local(u, i, (scalar_for(1 - b1, g) * g + scalar_for(b1, g) * mu).sign());
+              set_local(state.slots[0], i, scalar_for(1 - b2, g) * g + scalar_for(b2, g) * mu);
             }
           },
           [=](TxState& state, const FusedInputs&) {
@@ -216,7 +233,7 @@ GradientTransformation add_decayed_weights(double weight_decay, std::optional<Fi
     for (size_t i = 0; i < u.size(); ++i) {
       const auto& [path, p] = *(params.begin() + static_cast<std::ptrdiff_t>(i));
       if (mask && !(*mask)(path, p)) continue;
-      set_local(u, i, local(u, i) + weight_decay * p.tensor());
+      set_local(u, i, local(u, i) + scalar_for(weight_decay, p.tensor()) * p.tensor());
     }
   }, [weight_decay, mask](TxState&, const FusedInputs& in) {
     std::vector<bool> selected;
@@ -289,7 +306,10 @@ GradientTransformation clip_by_global_norm(double max_norm) {
     torch::NoGradGuard no_grad;
     const double norm = global_norm(u);
     if (norm < max_norm) return;
-    for (size_t i = 0; i < u.size(); ++i) set_local(u, i, local(u, i) / norm * max_norm);
+    for (size_t i = 0; i < u.size(); ++i) {
+      const at::Tensor& t = local(u, i);
+      set_local(u, i, t / scalar_for(norm, t) * scalar_for(max_norm, t));
+    }
   }, [max_norm](TxState&, const FusedInputs& in) -> std::shared_ptr<FusedStage> {
     // Fused only when it clips the gradients themselves (its norm is taken before the pass).
     if (!in.sees_gradients) return nullptr;

@@ -89,7 +89,8 @@ template <class Loop> void vectorized(const Loop& loop) { loop(); }
 #endif
 
 // Stages written once: Derived::run<T, S>(i, begin, n, u, p) computes in T (float, double)
-// on blocks stored as S (T itself, or bfloat16 computed in float), rounding each operation to S.
+// on blocks stored as S (T itself, or bfloat16 computed in float), rounding each operation and
+// each scalar to S, as JAX does for bfloat16 arrays (and the transformations' tensor ops).
 template <class Derived> class TypedStage : public FusedStage {
  public:
   void apply(size_t i, int64_t begin, int64_t n, float* u, const float* p) const override {
@@ -115,6 +116,18 @@ template <class Derived> class SlotStage : public TypedStage<Derived> {
  public:
   void finish() override {
     for (auto& slot : slots_) bump_versions(slot);
+  }
+  bool fits(const State& params) const override {
+    for (const auto& slot : slots_) {
+      if (slot.size() != params.size()) return false;
+      for (size_t i = 0; i < slot.size(); ++i) {
+        const at::Tensor& p = state_entry(params, i).tensor();
+        if (slot[i].scalar_type() != p.scalar_type() || slot[i].numel() != p.numel() ||
+            slot[i].device() != p.device())
+          return false;
+      }
+    }
+    return true;
   }
 
  protected:
@@ -145,6 +158,11 @@ class ChainStage final : public FusedStage {
     for (const auto& s : stages_) s->apply(i, begin, n, u, p, storage);
   }
   void finish() override { for (auto& s : stages_) s->finish(); }
+  bool fits(const State& params) const override {
+    for (const auto& s : stages_)
+      if (!s->fits(params)) return false;
+    return true;
+  }
   bool add_to(KernelPlan& plan) const override {
     for (const auto& s : stages_)
       if (!s->add_to(plan)) return false;
@@ -178,7 +196,7 @@ class ScaleStage final : public TypedStage<ScaleStage> {
  public:
   ScaleStage(double factor, Variable* count) : factor_(factor), count_(count) {}
   template <class T, class S> void run(size_t, int64_t, int64_t n, T* u, const T*) const {
-    const T f = static_cast<T>(factor_);
+    const T f = rd<S>(static_cast<T>(factor_));
     for (int64_t j = 0; j < n; ++j) u[j] = rd<S>(u[j] * f);
   }
   void finish() override { if (count_) set_step_count(*count_, step_count(*count_) + 1); }
@@ -199,7 +217,7 @@ class TraceStage final : public SlotStage<TraceStage> {
       : SlotStage({&trace}), decay_(decay), nesterov_(nesterov) {}
   template <class T, class S> void run(size_t i, int64_t begin, int64_t n, T* u, const T*) const {
     S* t = slot<S>(0, i, begin);
-    const T d = static_cast<T>(decay_);
+    const T d = rd<S>(static_cast<T>(decay_));
     for (int64_t j = 0; j < n; ++j) {
       const T next = rd<S>(u[j] + rd<S>(d * static_cast<T>(t[j])));
       t[j] = stored<S>(next);
@@ -230,10 +248,10 @@ class AdamStage final : public SlotStage<AdamStage> {
   template <class T, class S> void run(size_t i, int64_t begin, int64_t n, T* u, const T*) const {
     S* mu = slot<S>(0, i, begin);
     S* nu = slot<S>(1, i, begin);
-    const T one_b1 = static_cast<T>(1 - b1_), b1 = static_cast<T>(b1_);
-    const T one_b2 = static_cast<T>(1 - b2_), b2 = static_cast<T>(b2_);
-    const auto& [r1, r2] = reciprocals<T>();
-    const T eps = static_cast<T>(eps_), eps_root = static_cast<T>(eps_root_);
+    const T one_b1 = rd<S>(static_cast<T>(1 - b1_)), b1 = rd<S>(static_cast<T>(b1_));
+    const T one_b2 = rd<S>(static_cast<T>(1 - b2_)), b2 = rd<S>(static_cast<T>(b2_));
+    const T r1 = rd<S>(reciprocals<T>().first), r2 = rd<S>(reciprocals<T>().second);
+    const T eps = rd<S>(static_cast<T>(eps_)), eps_root = rd<S>(static_cast<T>(eps_root_));
     for (int64_t j = 0; j < n; ++j) {
       const T g = u[j];
       const T m = rd<S>(rd<S>(one_b1 * g) + rd<S>(b1 * static_cast<T>(mu[j])));
@@ -281,8 +299,8 @@ class RmsStage final : public SlotStage<RmsStage> {
   RmsStage(State& nu, double decay, double eps) : SlotStage({&nu}), decay_(decay), eps_(eps) {}
   template <class T, class S> void run(size_t i, int64_t begin, int64_t n, T* u, const T*) const {
     S* nu = slot<S>(0, i, begin);
-    const T one_d = static_cast<T>(1 - decay_), d = static_cast<T>(decay_);
-    const T eps = static_cast<T>(eps_);
+    const T one_d = rd<S>(static_cast<T>(1 - decay_)), d = rd<S>(static_cast<T>(decay_));
+    const T eps = rd<S>(static_cast<T>(eps_));
     for (int64_t j = 0; j < n; ++j) {
       const T g = u[j];
       const T v = rd<S>(rd<S>(one_d * rd<S>(g * g)) + rd<S>(d * static_cast<T>(nu[j])));
@@ -311,8 +329,8 @@ class LionStage final : public SlotStage<LionStage> {
   LionStage(State& mu, double b1, double b2) : SlotStage({&mu}), b1_(b1), b2_(b2) {}
   template <class T, class S> void run(size_t i, int64_t begin, int64_t n, T* u, const T*) const {
     S* mu = slot<S>(0, i, begin);
-    const T one_b1 = static_cast<T>(1 - b1_), b1 = static_cast<T>(b1_);
-    const T one_b2 = static_cast<T>(1 - b2_), b2 = static_cast<T>(b2_);
+    const T one_b1 = rd<S>(static_cast<T>(1 - b1_)), b1 = rd<S>(static_cast<T>(b1_));
+    const T one_b2 = rd<S>(static_cast<T>(1 - b2_)), b2 = rd<S>(static_cast<T>(b2_));
     for (int64_t j = 0; j < n; ++j) {
       const T g = u[j], m = static_cast<T>(mu[j]);
       const T mix = rd<S>(rd<S>(one_b1 * g) + rd<S>(b1 * m));
@@ -342,7 +360,7 @@ class DecayStage final : public TypedStage<DecayStage> {
       : weight_decay_(weight_decay), selected_(std::move(selected)) {}
   template <class T, class S> void run(size_t i, int64_t, int64_t n, T* u, const T* p) const {
     if (!selected_[i]) return;
-    const T wd = static_cast<T>(weight_decay_);
+    const T wd = rd<S>(static_cast<T>(weight_decay_));
     for (int64_t j = 0; j < n; ++j) u[j] = rd<S>(u[j] + rd<S>(wd * p[j]));
   }
   bool add_to(KernelPlan& plan) const override {
@@ -363,7 +381,7 @@ class ClipStage final : public TypedStage<ClipStage> {
   void prepare() override { norm_ = global_norm(gradients_); }
   template <class T, class S> void run(size_t, int64_t, int64_t n, T* u, const T*) const {
     if (norm_ < max_norm_) return;
-    const T norm = static_cast<T>(norm_), max_norm = static_cast<T>(max_norm_);
+    const T norm = rd<S>(static_cast<T>(norm_)), max_norm = rd<S>(static_cast<T>(max_norm_));
     for (int64_t j = 0; j < n; ++j) u[j] = rd<S>(rd<S>(u[j] / norm) * max_norm);
   }
   bool add_to(KernelPlan& plan) const override {  // after prepare: clips or is not there
@@ -483,7 +501,9 @@ void run_fused(const FusedStage& stage, size_t i, const at::Tensor& gradient,
   switch (p.scalar_type()) {
     case at::kFloat: pass<float>(stage, i, g, p, out, add); break;
     case at::kDouble: pass<double>(stage, i, g, p, out, add); break;
-    default: pass_reduced<c10::BFloat16>(stage, i, g, p, out, add); break;
+    case at::kBFloat16: pass_reduced<c10::BFloat16>(stage, i, g, p, out, add); break;
+    default: NNX_FAIL("the fused pass takes float32, float64 or bfloat16, not {}",
+                      c10::toString(p.scalar_type()));
   }
   ++passes_run;
   if (!out.is_same(target)) target.copy_(out);

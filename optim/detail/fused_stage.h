@@ -61,6 +61,9 @@ class FusedStage {
                      at::ScalarType storage) const = 0;
   // After every element: step counters advance.
   virtual void finish() {}
+  // Whether its slots are laid out as `params` (dtype, size, device): slots made for other
+  // parameters (a model cast after its optimizer was made) take the transformations' `update`.
+  virtual bool fits(const State& params) const { return true; }
   // Adds this stage to `plan` (after `prepare`, unless the plan is `shape_only`); false where
   // the kernel cannot do what it does.
   virtual bool add_to(KernelPlan&) const { return false; }

@@ -19,7 +19,7 @@ namespace nnx::detail {
 using DimAxes = std::vector<Axes>;  // mesh axes per dim, major first
 
 // The mesh the inputs share (null when none has one); two different meshes are an error. The
-// reference is to an input's own mesh pointer, so it lives as long as the inputs do.
+// reference is to an input's own mesh pointer, so it lives as long as that input does, unchanged.
 const std::shared_ptr<const Mesh>& common_mesh(const std::vector<const Array*>& arrays,
                                                const char* op);
 const std::shared_ptr<const Mesh>& common_mesh(std::initializer_list<const Array*> arrays,

@@ -35,10 +35,11 @@ struct LastPlan {
   std::string op;
   int64_t argument = 0;
   SharedPlan plan;
+  size_t count = 0;  // inputs
   std::shared_ptr<const ArrayLayout> layouts[3];
 
   bool matches(std::string_view o, int64_t a, std::initializer_list<const Array*> inputs) const {
-    if (!plan || a != argument || inputs.size() > 3 || o != op) return false;
+    if (!plan || a != argument || inputs.size() != count || o != op) return false;
     size_t i = 0;
     for (const Array* x : inputs)
       if (layouts[i++] != x->layout()) return false;
@@ -47,6 +48,7 @@ struct LastPlan {
   void remember(std::string_view o, int64_t a, std::initializer_list<const Array*> inputs,
                 const SharedPlan& p) {
     if (inputs.size() > 3) return;
+    count = inputs.size();
     op = o;
     argument = a;
     plan = p;

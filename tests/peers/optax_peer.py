@@ -1,6 +1,7 @@
 """Live comparison with optax itself: every optimizer nnx has, alone and chained with schedules,
-weight decay masks and clipping, over 6 steps of the same gradients, in float32 and float64. nnx
-runs on 1 rank and on 2 ranks with the kernel split over the mesh and a ZeRO-sharded bias.
+weight decay masks and clipping, over 6 steps of the same gradients, in float32, float64 and
+bfloat16 (optax run op by op, so each operation rounds to bfloat16 as nnx's do). nnx runs on 1
+rank and on 2 ranks with the kernel split over the mesh and a ZeRO-sharded bias.
 
 Usage: optax_peer.py --values-bin build/tests/optax_peer_values --mpirun mpirun --workdir DIR
 The float64 half runs in a child process with JAX_ENABLE_X64=1 (--dtype float64).
@@ -15,6 +16,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
@@ -136,7 +138,8 @@ def run(cmd):
 def compare(args, dtype):
     workdir = os.path.join(args.workdir, dtype)
     os.makedirs(workdir, exist_ok=True)
-    params, grads = write_inputs(workdir, np.dtype(dtype))
+    params, grads = write_inputs(
+        workdir, np.dtype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype))
     runs = {"1 rank": [args.values_bin, workdir, "1rank"],
             "2 ranks (kernel split, ZeRO bias)": [args.mpirun, "-np", "2", "--oversubscribe",
                                                   args.values_bin, workdir, "2ranks"]}
@@ -145,12 +148,12 @@ def compare(args, dtype):
         tag = cmd[-1]
         for case in CASES:
             want = optax_run(case, params, grads, dtype)
-            eps = np.finfo(np.dtype(dtype)).eps
+            eps = float(ml_dtypes.finfo(np.dtype(dtype)).eps)
             worst_ulps, worst_excess = 0.0, 0.0
             for k, v in want.items():
                 got = np.fromfile(os.path.join(workdir, f"out_{tag}_{case['name']}_{k}.bin"),
                                   dtype=v.dtype).reshape(v.shape)
-                move = float(np.abs(v - params[k]).max())
+                move = float(np.abs(v.astype(np.float64) - params[k].astype(np.float64)).max())
                 assert move > 0, f"{case['name']}: optax did not move {k}"
                 diff = np.abs(got.astype(np.float64) - v.astype(np.float64))
                 bound = ULPS * eps * (np.abs(v).astype(np.float64) + move)
@@ -170,6 +173,7 @@ def main():
     args = parser.parse_args()
     if args.dtype is None:  # both halves: float64 needs x64 from the start of the process
         compare(args, "float32")
+        compare(args, "bfloat16")
         child = subprocess.run([sys.executable] + sys.argv + ["--dtype", "float64"],
                                env=dict(os.environ, JAX_ENABLE_X64="1"), timeout=2 * RANK_TIMEOUT_S)
         if child.returncode != 0:

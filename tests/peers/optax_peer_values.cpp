@@ -90,7 +90,9 @@ int main(int argc, char** argv) {
   const std::string dir = argv[1], tag = argv[2];
   json spec;
   std::ifstream(dir + "/cases.json") >> spec;
-  const auto dtype = spec["dtype"] == "float64" ? torch::kDouble : torch::kFloat;
+  const auto dtype = spec["dtype"] == "float64"    ? torch::kDouble
+                     : spec["dtype"] == "bfloat16" ? torch::kBFloat16
+                                                   : torch::kFloat;
   auto mesh = nnx::make_mesh({nnx::world_size()}, {"x"});
   nnx::MeshContext on(mesh);
   for (const auto& c : spec["cases"]) {

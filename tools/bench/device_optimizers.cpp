@@ -4,7 +4,8 @@
 // optimizer where it has one, on the parameters of a GPT stack (d_model 1024, 4 blocks: 50M).
 // The three alternate step by step. First, global_norm against the same sums of squares in
 // LibTorch. Usage: bench_device_optimizers [steps=50] [d_model=1024] [blocks=4]
-// [dtype=float32|bfloat16|float16] (the parameters', gradients' and slots' dtype). Prints JSON
+// [dtype=float32|bfloat16|float16] (the parameters', gradients' and slots' dtype; the global
+// norm part stays float32; on a GPU, nnx's step takes the tensor ops for the last two). Prints JSON
 // lines: median ms per call of each and the ratios nnx / LibTorch and nnx / tensor ops; for
 // nnx's step also the host's share (until the call returns) and the mean of `steps` steps run
 // back to back with one wait at the end, as a training loop runs them.
@@ -131,7 +132,7 @@ int run(int argc, char** argv) {
       torch_ms.push_back(b);
     }
     fmt::print("{{\"bench\": \"device_optimizers\", \"part\": \"global_norm\", \"device\": "
-               "\"{}\", \"parameters\": {}, \"nnx_ms\": {:.3f}, \"libtorch_ms\": {:.3f}, "
+               "\"{}\", \"dtype\": \"float32\", \"parameters\": {}, \"nnx_ms\": {:.3f}, \"libtorch_ms\": {:.3f}, "
                "\"nnx/libtorch\": {:.3f}, \"relative_difference\": {:.2e}}}\n",
                device.str(), count, median(nnx_ms), median(torch_ms),
                median(nnx_ms) / median(torch_ms), std::abs(nnx_norm - torch_norm) / torch_norm);
