@@ -59,6 +59,17 @@ double scalar_for(double s, const at::Tensor& like) {
   }
 }
 
+// A moment divided by Adam's bias correction: times its reciprocal in float32 and float64, as
+// the fused pass and the step kernel compute it; divided by the correction rounded to a reduced
+// dtype, as optax computes it (bias_correction in fused_stage.h).
+at::Tensor bias_corrected(const at::Tensor& moment, double decay, int64_t step) {
+  switch (moment.scalar_type()) {
+    case at::kDouble: return moment * detail::bias_reciprocal<double>(decay, step);
+    case at::kFloat: return moment * detail::bias_reciprocal<float>(decay, step);
+    default: return moment / scalar_for(detail::bias_correction<float>(decay, step), moment);
+  }
+}
+
 // A step counter: an OptState int64 scalar, so that checkpoints hold it with the moments.
 Variable step_counter() { return OptState(torch::zeros({}, torch::kLong)); }
 int64_t state_count(const TxState& s) { return s.count.tensor().item<int64_t>(); }
@@ -146,10 +157,10 @@ GradientTransformation trace(double decay, bool nesterov) {
             torch::NoGradGuard no_grad;
             check_aligned(u, params, "trace");
             for (size_t i = 0; i < u.size(); ++i) {
-              const double d = scalar_for(decay, local(u, i));
-              at::Tensor t = local(u, i) + d * local(state.slots[0], i);
+              const at::Tensor& t0 = local(state.slots[0], i);
+              at::Tensor t = local(u, i) + scalar_for(decay, t0) * t0;
               set_local(state.slots[0], i, t);
-              set_local(u, i, nesterov ? local(u, i) + d * t : t);
+              set_local(u, i, nesterov ? local(u, i) + scalar_for(decay, t) * t : t);
             }
           },
           [decay, nesterov](TxState& state, const FusedInputs&) {
@@ -168,18 +179,14 @@ GradientTransformation scale_by_adam(double b1, double b2, double eps, double ep
             const int64_t step = state_count(state) + 1;
             for (size_t i = 0; i < u.size(); ++i) {
               const at::Tensor& g = local(u, i);
-              const bool single = g.scalar_type() != at::kDouble;
-              const double r1 = scalar_for(single ? detail::bias_reciprocal<float>(b1, step)
-                                                  : detail::bias_reciprocal<double>(b1, step), g);
-              const double r2 = scalar_for(single ? detail::bias_reciprocal<float>(b2, step)
-                                                  : detail::bias_reciprocal<double>(b2, step), g);
-              at::Tensor mu = scalar_for(1 - b1, g) * g + scalar_for(b1, g) * local(state.slots[0], i);
-              at::Tensor nu =
-                  scalar_for(1 - b2, g) * (g * g) + scalar_for(b2, g) * local(state.slots[1], i);
+              const at::Tensor& mu0 = local(state.slots[0], i);
+              const at::Tensor& nu0 = local(state.slots[1], i);
+              at::Tensor mu = scalar_for(1 - b1, g) * g + scalar_for(b1, mu0) * mu0;
+              at::Tensor nu = scalar_for(1 - b2, g) * (g * g) + scalar_for(b2, nu0) * nu0;
               set_local(state.slots[0], i, mu);
               set_local(state.slots[1], i, nu);
-              set_local(u, i, (mu * r1) / ((nu * r2 + scalar_for(eps_root, g)).sqrt() +
-                                           scalar_for(eps, g)));
+              const at::Tensor root = (bias_corrected(nu, b2, step) + scalar_for(eps_root, nu)).sqrt();
+              set_local(u, i, bias_corrected(mu, b1, step) / (root + scalar_for(eps, root)));
             }
             set_state_count(state, step);
           },
@@ -198,10 +205,10 @@ GradientTransformation scale_by_rms(double decay, double eps, double initial_sca
             check_aligned(u, params, "scale_by_rms");
             for (size_t i = 0; i < u.size(); ++i) {
               const at::Tensor& g = local(u, i);
-              at::Tensor nu = scalar_for(1 - decay, g) * (g * g) +
-                              scalar_for(decay, g) * local(state.slots[0], i);
+              const at::Tensor& nu0 = local(state.slots[0], i);
+              at::Tensor nu = scalar_for(1 - decay, g) * (g * g) + scalar_for(decay, nu0) * nu0;
               set_local(state.slots[0], i, nu);
-              set_local(u, i, g * (nu + scalar_for(eps, g)).rsqrt());
+              set_local(u, i, g * (nu + scalar_for(eps, nu)).rsqrt());
             }
           },
           [=](TxState& state, const FusedInputs&) {
@@ -217,8 +224,8 @@ GradientTransformation scale_by_lion(double b1, double b2) {
             for (size_t i = 0; i < u.size(); ++i) {
               const at::Tensor g = local(u, i);
               const at::Tensor& mu = local(state.slots[0], i);
-              set_local(u, i, (scalar_for(1 - b1, g) * g + scalar_for(b1, g) * mu).sign());
-              set_local(state.slots[0], i, scalar_for(1 - b2, g) * g + scalar_for(b2, g) * mu);
+              set_local(u, i, (scalar_for(1 - b1, g) * g + scalar_for(b1, mu) * mu).sign());
+              set_local(state.slots[0], i, scalar_for(1 - b2, g) * g + scalar_for(b2, mu) * mu);
             }
           },
           [=](TxState& state, const FusedInputs&) {

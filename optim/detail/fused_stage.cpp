@@ -244,13 +244,16 @@ class AdamStage final : public SlotStage<AdamStage> {
       : SlotStage({&mu, &nu}), count_(count), step_(step_count(count) + 1), b1_(b1), b2_(b2),
         eps_(eps), eps_root_(eps_root),
         single_{bias_reciprocal<float>(b1, step_), bias_reciprocal<float>(b2, step_)},
-        double_{bias_reciprocal<double>(b1, step_), bias_reciprocal<double>(b2, step_)} {}
+        double_{bias_reciprocal<double>(b1, step_), bias_reciprocal<double>(b2, step_)},
+        corrections_{bias_correction<float>(b1, step_), bias_correction<float>(b2, step_)} {}
   template <class T, class S> void run(size_t i, int64_t begin, int64_t n, T* u, const T*) const {
     S* mu = slot<S>(0, i, begin);
     S* nu = slot<S>(1, i, begin);
     const T one_b1 = rd<S>(static_cast<T>(1 - b1_)), b1 = rd<S>(static_cast<T>(b1_));
     const T one_b2 = rd<S>(static_cast<T>(1 - b2_)), b2 = rd<S>(static_cast<T>(b2_));
-    const T r1 = rd<S>(reciprocals<T>().first), r2 = rd<S>(reciprocals<T>().second);
+    const auto& [r1, r2] = reciprocals<T>();
+    const T c1 = rd<S>(static_cast<T>(corrections_.first));
+    const T c2 = rd<S>(static_cast<T>(corrections_.second));
     const T eps = rd<S>(static_cast<T>(eps_)), eps_root = rd<S>(static_cast<T>(eps_root_));
     for (int64_t j = 0; j < n; ++j) {
       const T g = u[j];
@@ -258,8 +261,18 @@ class AdamStage final : public SlotStage<AdamStage> {
       const T v = rd<S>(rd<S>(one_b2 * rd<S>(g * g)) + rd<S>(b2 * static_cast<T>(nu[j])));
       mu[j] = stored<S>(m);
       nu[j] = stored<S>(v);
-      const T root = rd<S>(std::sqrt(rd<S>(rd<S>(v * r2) + eps_root)));
-      u[j] = rd<S>(rd<S>(m * r1) / rd<S>(root + eps));
+      // Bias-corrected: by the reciprocal in float and double, by the rounded correction in
+      // bfloat16 (optax's division, whose reciprocal bfloat16 may not hold).
+      T m_hat, v_hat;
+      if constexpr (std::is_same_v<S, T>) {
+        m_hat = m * r1;
+        v_hat = v * r2;
+      } else {
+        m_hat = rd<S>(m / c1);
+        v_hat = rd<S>(v / c2);
+      }
+      const T root = rd<S>(std::sqrt(rd<S>(v_hat + eps_root)));
+      u[j] = rd<S>(m_hat / rd<S>(root + eps));
     }
   }
   void finish() override {
@@ -292,6 +305,7 @@ class AdamStage final : public SlotStage<AdamStage> {
   double b1_, b2_, eps_, eps_root_;
   std::pair<float, float> single_;
   std::pair<double, double> double_;
+  std::pair<float, float> corrections_;  // 1 - b^t, for bfloat16 moments
 };
 
 class RmsStage final : public SlotStage<RmsStage> {

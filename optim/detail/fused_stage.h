@@ -71,9 +71,14 @@ class FusedStage {
 
 namespace detail {
 
-// Adam's bias correction as optax computes it: 1 / (1 - decay^step) in the moments' own dtype.
+// Adam's bias correction 1 - decay^step as optax computes it (in float for float32 and
+// reduced moments, in double for float64); reduced moments divide by it rounded to their dtype,
+// as optax does. float32 and float64 moments multiply by its reciprocal (one rounding apart).
+template <class T> T bias_correction(double decay, int64_t step) {
+  return T(1) - std::pow(static_cast<T>(decay), static_cast<T>(step));
+}
 template <class T> T bias_reciprocal(double decay, int64_t step) {
-  return T(1) / (T(1) - std::pow(static_cast<T>(decay), static_cast<T>(step)));
+  return T(1) / bias_correction<T>(decay, step);
 }
 
 // Stages of the built-in transformations (the transformation returns null where it cannot run
