@@ -61,7 +61,8 @@ double scalar_for(double s, const at::Tensor& like) {
 
 // A moment divided by Adam's bias correction: times its reciprocal in float32 and float64, as
 // the fused pass and the step kernel compute it; divided by the correction rounded to a reduced
-// dtype, as optax computes it (bias_correction in fused_stage.h).
+// dtype, as optax computes it (bias_correction in fused_stage.h). On the CPU that is a true
+// division; LibTorch's CUDA ops divide by a scalar as a product with its reciprocal.
 at::Tensor bias_corrected(const at::Tensor& moment, double decay, int64_t step) {
   switch (moment.scalar_type()) {
     case at::kDouble: return moment * detail::bias_reciprocal<double>(decay, step);

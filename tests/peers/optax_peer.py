@@ -158,6 +158,9 @@ def compare(args, dtype):
                 move = float(np.abs(v.astype(np.float64) - params[k].astype(np.float64)).max())
                 assert move > 0, f"{case['name']}: optax did not move {k}"
                 diff = np.abs(got.astype(np.float64) - v.astype(np.float64))
+                if np.isnan(diff).any():  # a NaN on one side only, or on both: never a match
+                    worst_excess = worst_ulps = float("inf")
+                    continue
                 bound = ULPS * eps * (np.abs(v).astype(np.float64) + move)
                 worst_excess = max(worst_excess, float(np.max(diff / bound)))
                 worst_ulps = max(worst_ulps, float(np.max(diff / (eps * move))))
