@@ -99,10 +99,7 @@ template <class Derived> class TypedStage : public FusedStage {
   void apply(size_t i, int64_t begin, int64_t n, double* u, const double* p) const override {
     vectorized([&] { derived().template run<double, double>(i, begin, n, u, p); });
   }
-  void apply(size_t i, int64_t begin, int64_t n, float* u, const float* p,
-             at::ScalarType storage) const override {
-    NNX_CHECK(storage == at::kBFloat16, "the fused pass takes bfloat16 blocks, not {}",
-              c10::toString(storage));
+  void apply_bfloat16(size_t i, int64_t begin, int64_t n, float* u, const float* p) const override {
     vectorized([&] { derived().template run<float, c10::BFloat16>(i, begin, n, u, p); });
   }
 
@@ -153,9 +150,8 @@ class ChainStage final : public FusedStage {
   void apply(size_t i, int64_t begin, int64_t n, double* u, const double* p) const override {
     for (const auto& s : stages_) s->apply(i, begin, n, u, p);
   }
-  void apply(size_t i, int64_t begin, int64_t n, float* u, const float* p,
-             at::ScalarType storage) const override {
-    for (const auto& s : stages_) s->apply(i, begin, n, u, p, storage);
+  void apply_bfloat16(size_t i, int64_t begin, int64_t n, float* u, const float* p) const override {
+    for (const auto& s : stages_) s->apply_bfloat16(i, begin, n, u, p);
   }
   void finish() override { for (auto& s : stages_) s->finish(); }
   bool fits(const State& params) const override {
@@ -443,7 +439,6 @@ void pass_reduced(const FusedStage& stage, size_t i, const at::Tensor& gradient,
   const S* g = gradient.data_ptr<S>();
   const S* p = param.data_ptr<S>();
   S* out = target.data_ptr<S>();
-  const at::ScalarType storage = param.scalar_type();
   at::parallel_for(0, gradient.numel(), kGrain, [&](int64_t begin, int64_t end) {
     float u[kBlock], wide_p[kBlock];
     for (int64_t b = begin; b < end; b += kBlock) {
@@ -454,7 +449,7 @@ void pass_reduced(const FusedStage& stage, size_t i, const at::Tensor& gradient,
           wide_p[j] = static_cast<float>(p[b + j]);
         }
       });
-      stage.apply(i, b, n, u, wide_p, storage);
+      stage.apply_bfloat16(i, b, n, u, wide_p);
       vectorized([&] {
         if (add)
           for (int64_t j = 0; j < n; ++j)

@@ -55,10 +55,9 @@ class FusedStage {
   // parameter's values there. Called from several threads at once, on disjoint ranges.
   virtual void apply(size_t i, int64_t begin, int64_t n, float* u, const float* p) const = 0;
   virtual void apply(size_t i, int64_t begin, int64_t n, double* u, const double* p) const = 0;
-  // The same for bfloat16 blocks (`storage`): u and p hold their values widened to float, and
-  // every operation rounds to bfloat16, as each tensor op on such blocks does.
-  virtual void apply(size_t i, int64_t begin, int64_t n, float* u, const float* p,
-                     at::ScalarType storage) const = 0;
+  // The same for bfloat16 blocks: u and p hold their values widened to float, and every
+  // operation rounds to bfloat16, as each tensor op on such blocks does.
+  virtual void apply_bfloat16(size_t i, int64_t begin, int64_t n, float* u, const float* p) const = 0;
   // After every element: step counters advance.
   virtual void finish() {}
   // Whether its slots are laid out as `params` (dtype, size, device): slots made for other

@@ -55,22 +55,6 @@ cuda::StepBlocks blocks_of(const KernelPlan& plan, size_t i, const at::Tensor& p
   return b;
 }
 
-// True when every slot is a block of its parameter's (or slice's) dtype, size and device (not
-// so after a model moved devices under its optimizer: the transformations' update then says
-// what is wrong).
-bool slots_match(const KernelPlan& plan, const State& view) {
-  for (const KernelOp& op : plan.ops)
-    for (const auto* tensors : op.slots)
-      for (size_t i = 0; i < view.size(); ++i) {
-        const at::Tensor& p = state_entry(view, i).tensor();
-        const at::Tensor& t = (*tensors)[i];
-        if (t.scalar_type() != p.scalar_type() || t.device() != p.device() ||
-            t.numel() != p.numel() || !t.is_contiguous())
-          return false;
-      }
-  return true;
-}
-
 // Throws the CUDA runtime's `error` on `device`, after what it means for the step.
 [[noreturn]] void fail(const c10::Device& device, const std::string& meaning, const char* error) {
   nnx::detail::throw_error(
@@ -103,8 +87,9 @@ bool launch_step(FusedStage& stage, State& params, const State& updates, const S
   KernelPlan shape;
   shape.shape_only = true;
   cuda::StepProgram<T> program{};
-  if (!stage.add_to(shape) || !program_of(shape, program) || !slots_match(shape, view))
-    return false;
+  // Slots not laid out as the parameters (a model moved devices under its optimizer) take the
+  // transformations' update, which says what is wrong.
+  if (!stage.fits(view) || !stage.add_to(shape) || !program_of(shape, program)) return false;
   stage.prepare();
   KernelPlan plan;
   program = {};
