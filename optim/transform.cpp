@@ -59,16 +59,29 @@ double scalar_for(double s, const at::Tensor& like) {
   }
 }
 
-// A moment divided by Adam's bias correction: times its reciprocal in float32 and float64, as
-// the fused pass and the step kernel compute it; divided by the correction rounded to a reduced
-// dtype, as optax computes it (bias_correction in fused_stage.h). On the CPU that is a true
-// division; LibTorch's CUDA ops divide by a scalar as a product with its reciprocal.
+// A moment divided by Adam's bias correction as optax's values on the CPU have it (XLA's
+// division of an array by a scalar; bias_correction in fused_stage.h): times its reciprocal in
+// float32 and float64, divided by the correction rounded to bfloat16, times the float16
+// reciprocal in float16. LibTorch's CUDA ops divide by a scalar as a product with its
+// reciprocal.
 at::Tensor bias_corrected(const at::Tensor& moment, double decay, int64_t step) {
   switch (moment.scalar_type()) {
     case at::kDouble: return moment * detail::bias_reciprocal<double>(decay, step);
     case at::kFloat: return moment * detail::bias_reciprocal<float>(decay, step);
+    case at::kHalf: {
+      const float correction = c10::Half(detail::bias_correction<float>(decay, step));
+      return moment * static_cast<float>(c10::Half(1.0f / correction));
+    }
     default: return moment / scalar_for(detail::bias_correction<float>(decay, step), moment);
   }
+}
+
+// 1 / sqrt(x) rounded once to x's dtype, as XLA computes it. LibTorch's CPU rsqrt on bfloat16
+// and float16 blocks rounds the root first for some elements (those past its vectorized loop).
+at::Tensor rsqrt_rounded_once(const at::Tensor& x) {
+  const auto dtype = x.scalar_type();
+  if (dtype != at::kBFloat16 && dtype != at::kHalf) return x.rsqrt();
+  return x.to(at::kFloat).rsqrt().to(dtype);
 }
 
 // A step counter: an OptState int64 scalar, so that checkpoints hold it with the moments.
@@ -209,7 +222,7 @@ GradientTransformation scale_by_rms(double decay, double eps, double initial_sca
               const at::Tensor& nu0 = local(state.slots[0], i);
               at::Tensor nu = scalar_for(1 - decay, g) * (g * g) + scalar_for(decay, nu0) * nu0;
               set_local(state.slots[0], i, nu);
-              set_local(u, i, g * (nu + scalar_for(eps, nu)).rsqrt());
+              set_local(u, i, g * rsqrt_rounded_once(nu + scalar_for(eps, nu)));
             }
           },
           [=](TxState& state, const FusedInputs&) {

@@ -71,8 +71,10 @@ class FusedStage {
 namespace detail {
 
 // Adam's bias correction 1 - decay^step as optax computes it (in float for float32 and
-// reduced moments, in double for float64); reduced moments divide by it rounded to their dtype,
-// as optax does. float32 and float64 moments multiply by its reciprocal (one rounding apart).
+// reduced moments, in double for float64). Moments are corrected as XLA's CPU code divides an
+// array by a scalar: float32 and float64 moments multiply by its reciprocal (one rounding
+// apart); bfloat16 moments divide by it rounded to bfloat16; float16 moments multiply by the
+// reciprocal of it rounded to float16, itself rounded to float16.
 template <class T> T bias_correction(double decay, int64_t step) {
   return T(1) - std::pow(static_cast<T>(decay), static_cast<T>(step));
 }

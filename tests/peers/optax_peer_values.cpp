@@ -68,13 +68,14 @@ optim::GradientTransformation optimizer(const json& c) {
   else if (opt == "adam")
     tx = optim::adam(lr, c.value("b1", 0.9), c.value("b2", 0.999), c.value("eps", 1e-8));
   else if (opt == "adamw")
-    tx = optim::adamw(lr, 0.9, 0.999, 1e-8, c.value("weight_decay", 1e-4),
+    tx = optim::adamw(lr, 0.9, 0.999, c.value("eps", 1e-8), c.value("weight_decay", 1e-4),
                       c.contains("mask") ? std::optional<nnx::Filter>(
                                                nnx::PathContains(c["mask"].get<std::string>()))
                                          : std::nullopt);
   else if (opt == "lion") tx = optim::lion(lr, 0.9, 0.99, c.value("weight_decay", 1e-3));
   else if (opt == "rmsprop")
-    tx = optim::rmsprop(lr, 0.9, 1e-8, c.value("initial_scale", 0.0), optional("momentum"));
+    tx = optim::rmsprop(lr, 0.9, c.value("eps", 1e-8), c.value("initial_scale", 0.0),
+                        optional("momentum"));
   else throw std::runtime_error("unknown optimizer " + opt);
   if (c.contains("clip")) tx = optim::chain({optim::clip_by_global_norm(c["clip"]), tx});
   return tx;
@@ -92,6 +93,7 @@ int main(int argc, char** argv) {
   std::ifstream(dir + "/cases.json") >> spec;
   const auto dtype = spec["dtype"] == "float64"    ? torch::kDouble
                      : spec["dtype"] == "bfloat16" ? torch::kBFloat16
+                     : spec["dtype"] == "float16"  ? torch::kHalf
                                                    : torch::kFloat;
   auto mesh = nnx::make_mesh({nnx::world_size()}, {"x"});
   nnx::MeshContext on(mesh);
