@@ -49,9 +49,12 @@ pid_t start_saver(const std::string& dir) {
 TEST_CASE("a saver killed at random points leaves only restorable checkpoints") {
   nnx_test::SharedDir dir;
   std::mt19937 random(20261122);
-  int killed_mid_save = 0;
-  const int trials = 20;
-  for (int trial = 0; trial < trials; ++trial) {
+  // At least 20 kills, and more (up to 60) until 5 have cut a save short: where the kills land
+  // depends on how long each phase of a save takes on the machine at that moment.
+  int killed_mid_save = 0, trials = 0;
+  const int wanted_mid_save = 5;
+  for (int trial = 0; trial < 20 || (killed_mid_save < wanted_mid_save && trial < 60); ++trial) {
+    ++trials;
     INFO("trial " << trial);
     auto before = ckpt::CheckpointManager(dir.path()).latest_step();
     pid_t pid = start_saver(dir.path());
@@ -81,5 +84,5 @@ TEST_CASE("a saver killed at random points leaves only restorable checkpoints") 
     if (std::filesystem::exists(manager.step_dir(*latest + 1))) ++killed_mid_save;
   }
   INFO(killed_mid_save << " of " << trials << " kills interrupted a save");
-  CHECK(killed_mid_save >= trials / 4);
+  CHECK(killed_mid_save >= wanted_mid_save);
 }
