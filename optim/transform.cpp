@@ -62,7 +62,7 @@ double scalar_for(double s, const at::Tensor& like) {
 // A moment divided by Adam's bias correction as optax's values on the CPU have it (XLA's
 // division of an array by a scalar; bias_correction in fused_stage.h): times its reciprocal in
 // float32 and float64, divided by the correction rounded to bfloat16, times the float16
-// reciprocal in float16. LibTorch's CUDA ops divide by a scalar as a product with its
+// reciprocal in float16. LibTorch's CUDA ops divide by a scalar as a product with its float
 // reciprocal.
 at::Tensor bias_corrected(const at::Tensor& moment, double decay, int64_t step) {
   switch (moment.scalar_type()) {
@@ -76,11 +76,12 @@ at::Tensor bias_corrected(const at::Tensor& moment, double decay, int64_t step) 
   }
 }
 
-// 1 / sqrt(x) rounded once to x's dtype, as XLA computes it. LibTorch's CPU rsqrt on bfloat16
-// and float16 blocks rounds the root first for some elements (those past its vectorized loop).
+// 1 / sqrt(x) computed in float and rounded once to x's dtype, which gives optax's bfloat16 and
+// float16 values on the comparison's cases. LibTorch's CPU rsqrt on such blocks rounds the root
+// first for some elements (those past its vectorized loop); its CUDA rsqrt rounds once.
 at::Tensor rsqrt_rounded_once(const at::Tensor& x) {
   const auto dtype = x.scalar_type();
-  if (dtype != at::kBFloat16 && dtype != at::kHalf) return x.rsqrt();
+  if (!x.is_cpu() || (dtype != at::kBFloat16 && dtype != at::kHalf)) return x.rsqrt();
   return x.to(at::kFloat).rsqrt().to(dtype);
 }
 
