@@ -75,7 +75,8 @@ namespace detail {
 // was seen to divide an array by a scalar: float32 and float64 moments multiply by its
 // reciprocal (one rounding apart); bfloat16 moments divide by it rounded to bfloat16; float16
 // moments multiply by the reciprocal of it rounded to float16, itself rounded to float16 (so a
-// correction under 1/65520, b2 past 0.99998 at the first step, gives infinities, as in optax).
+// correction under 1/65520, b2 above about 0.999985 at the first step, gives infinities, as in
+// optax).
 template <class T> T bias_correction(double decay, int64_t step) {
   return T(1) - std::pow(static_cast<T>(decay), static_cast<T>(step));
 }
