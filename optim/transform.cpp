@@ -69,8 +69,8 @@ at::Tensor bias_corrected(const at::Tensor& moment, double decay, int64_t step) 
     case at::kDouble: return moment * detail::bias_reciprocal<double>(decay, step);
     case at::kFloat: return moment * detail::bias_reciprocal<float>(decay, step);
     case at::kHalf: {
-      const float correction = c10::Half(detail::bias_correction<float>(decay, step));
-      return moment * static_cast<float>(c10::Half(1.0f / correction));
+      const double correction = scalar_for(detail::bias_correction<float>(decay, step), moment);
+      return moment * scalar_for(1.0f / static_cast<float>(correction), moment);
     }
     default: return moment / scalar_for(detail::bias_correction<float>(decay, step), moment);
   }

@@ -51,10 +51,9 @@ TEST_CASE("a saver killed at random points leaves only restorable checkpoints") 
   std::mt19937 random(20261122);
   // At least 20 kills, and more (up to 60) until 5 have cut a save short: where the kills land
   // depends on how long each phase of a save takes on the machine at that moment.
-  int killed_mid_save = 0, trials = 0;
+  int killed_mid_save = 0, trial = 0;
   const int wanted_mid_save = 5;
-  for (int trial = 0; trial < 20 || (killed_mid_save < wanted_mid_save && trial < 60); ++trial) {
-    ++trials;
+  for (; trial < 20 || (killed_mid_save < wanted_mid_save && trial < 60); ++trial) {
     INFO("trial " << trial);
     auto before = ckpt::CheckpointManager(dir.path()).latest_step();
     pid_t pid = start_saver(dir.path());
@@ -83,6 +82,6 @@ TEST_CASE("a saver killed at random points leaves only restorable checkpoints") 
     // Was a save cut short? Its directory is there without a manifest.
     if (std::filesystem::exists(manager.step_dir(*latest + 1))) ++killed_mid_save;
   }
-  INFO(killed_mid_save << " of " << trials << " kills interrupted a save");
+  INFO(killed_mid_save << " of " << trial << " kills interrupted a save");
   CHECK(killed_mid_save >= wanted_mid_save);
 }
