@@ -15,7 +15,7 @@
 // one call of MPI and one of the into form alone after a barrier (first_call_ratio): the latency
 // of a call whose members arrive unevenly, which a batch spreads over its calls. A second lone
 // MPI call into buffers of its own gives the spread of like against like there
-// (first_call_again_ratio).
+// (first_call_again_ratio). The three lone calls take turns at each place in a sample.
 #include <nnx/nnx.h>
 
 #include <mpi.h>
@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
     const int64_t count = bytes / 4;  // float32 elements, a multiple of n for n in 1, 2, 4
     const int calls =
         std::max(min_calls, std::clamp<int>(static_cast<int>((1 << 20) / bytes), 1, 100));
-    const int samples = bytes <= (16 << 20) ? 30 : 10;
+    const int samples = bytes <= (16 << 20) ? 30 : 12;  // multiples of 3: see the lone calls
     auto x = torch::randn({count});
     // Each system writes its own outputs: a buffer that the system before it has just written
     // would still be warm in the cache. y is summed in place call after call: zeros keep it finite.
@@ -123,9 +123,15 @@ int main(int argc, char** argv) {
       for (int k = 0; k < samples; ++k) {
         for (size_t s = 0; s < systems.size(); ++s)
           times[s].push_back(batch(*systems[s], calls));
-        mpi_first_times.push_back(batch(mpi_first, 1));
-        again_first_times.push_back(batch(again_first, 1));
-        into_first_times.push_back(batch(into_first, 1));
+        // The lone calls take turns at going first, second and third: a fixed order would
+        // give each place's own latency to one system.
+        for (int turn = 0; turn < 3; ++turn) {
+          switch ((k + turn) % 3) {
+            case 0: mpi_first_times.push_back(batch(mpi_first, 1)); break;
+            case 1: again_first_times.push_back(batch(again_first, 1)); break;
+            default: into_first_times.push_back(batch(into_first, 1));
+          }
+        }
       }
       const double mpi_us = nnx_bench::median(times[0]) * 1e6;
       const double again_us = nnx_bench::median(times[1]) * 1e6;
