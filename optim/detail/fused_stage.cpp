@@ -2,6 +2,7 @@
 // written so that the compiler vectorizes it (this file is built with -fno-math-errno and without
 // fused multiply-adds, so that every operation rounds as the transformations' tensor ops do).
 #include <nnx/optim/detail/fused_stage.h>
+#include <nnx/optim/detail/half_lanes.h>
 #include <nnx/sharding/ops.h>
 
 #include <ATen/Parallel.h>
@@ -10,6 +11,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
 #include <nnx/core/error.h>
 
 #include <algorithm>
@@ -43,7 +45,12 @@ void bump_versions(std::vector<at::Tensor>& tensors) {
 }
 
 template <class T> T* at_offset(const at::Tensor& t, int64_t begin) {
-  return t.data_ptr<T>() + begin;
+#ifdef NNX_HALF_LANES
+  if constexpr (std::is_same_v<T, Halves8>)
+    return reinterpret_cast<Halves8*>(t.data_ptr<c10::Half>() + begin);
+  else
+#endif
+    return t.data_ptr<T>() + begin;
 }
 
 // x rounded to bfloat16 (to nearest, ties to even, as LibTorch rounds) and widened back, in
@@ -55,18 +62,40 @@ inline float round_to_bfloat16(float x) {
   return std::bit_cast<float>((bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u);
 }
 
+// x rounded to float16 (to nearest, ties to even) and widened back: the scalar form of the
+// float16 lanes' rounding, for the elements of a block past its last whole lane group.
+inline float round_to_float16(float x) { return static_cast<float>(c10::Half(x)); }
+
 // x rounded to the storage type S and widened back, as a tensor op's result on S blocks; x
 // itself where S is the type computed in (float and double blocks).
 template <class S, class T> inline T rd(T x) {
   if constexpr (std::is_same_v<S, T>) return x;
-  else return round_to_bfloat16(x);
+  else if constexpr (std::is_same_v<S, c10::BFloat16>) return round_to_bfloat16(x);
+  else return round_to_float16(x);  // c10::Half, or float16 lanes
 }
 
 // A value already rounded to S (by rd), stored as S: for bfloat16 its upper half.
 template <class S, class T> inline S stored(T x) {
   if constexpr (std::is_same_v<S, T>) return x;
-  else return S(static_cast<uint16_t>(std::bit_cast<uint32_t>(x) >> 16), S::from_bits());
+  else if constexpr (std::is_same_v<S, c10::BFloat16>)
+    return S(static_cast<uint16_t>(std::bit_cast<uint32_t>(x) >> 16), S::from_bits());
+  else if constexpr (std::is_same_v<S, c10::Half>) return S(x);
+#ifdef NNX_HALF_LANES
+  else return to_halves(x);
+#endif
 }
+
+// Whether S stores float16 (one value, or lanes of them).
+template <class S> constexpr bool is_float16() {
+#ifdef NNX_HALF_LANES
+  if constexpr (std::is_same_v<S, Halves8>) return true;
+#endif
+  return std::is_same_v<S, c10::Half>;
+}
+
+// The scalar forms of the float16 lanes' sqrt_of and sign_of.
+template <class T> inline T sqrt_of(T x) { return std::sqrt(x); }
+template <class T> inline T sign_of(T x) { return static_cast<T>((x > T(0)) - (x < T(0))); }
 
 std::atomic<int64_t> passes_run{0};
 
@@ -88,6 +117,15 @@ template <class Loop> void vectorized(const Loop& loop) {
 template <class Loop> void vectorized(const Loop& loop) { loop(); }
 #endif
 
+#ifdef NNX_HALF_LANES
+// Runs `loop` built for AVX2 and F16C, with every call in it inlined, so that the float16
+// lanes' operations (half_lanes.h) are single instructions. Callers check cpu_has_f16c().
+template <class Loop>
+__attribute__((target("avx2,f16c"), flatten)) void run_for_f16c(const Loop& loop) {
+  loop();
+}
+#endif
+
 // Stages written once: Derived::run<T, S>(i, begin, n, u, p) computes in T (float, double)
 // on blocks stored as S (T itself, or bfloat16 computed in float), rounding each operation and
 // each scalar to S, as JAX does for bfloat16 arrays (and the transformations' tensor ops).
@@ -101,6 +139,20 @@ template <class Derived> class TypedStage : public FusedStage {
   }
   void apply_bfloat16(size_t i, int64_t begin, int64_t n, float* u, const float* p) const override {
     vectorized([&] { derived().template run<float, c10::BFloat16>(i, begin, n, u, p); });
+  }
+  // Whole groups of 8 as float16 lanes, the rest one by one (the same roundings).
+  void apply_float16(size_t i, int64_t begin, int64_t n, float* u, const float* p) const override {
+    int64_t done = 0;
+#ifdef NNX_HALF_LANES
+    done = n / 8 * 8;
+    if (done > 0)
+      run_for_f16c([&] {
+        derived().template run<Floats8, Halves8>(i, begin, done / 8, reinterpret_cast<Floats8*>(u),
+                                                 reinterpret_cast<const Floats8*>(p));
+      });
+#endif
+    if (done < n)
+      derived().template run<float, c10::Half>(i, begin + done, n - done, u + done, p + done);
   }
 
  private:
@@ -152,6 +204,9 @@ class ChainStage final : public FusedStage {
   }
   void apply_bfloat16(size_t i, int64_t begin, int64_t n, float* u, const float* p) const override {
     for (const auto& s : stages_) s->apply_bfloat16(i, begin, n, u, p);
+  }
+  void apply_float16(size_t i, int64_t begin, int64_t n, float* u, const float* p) const override {
+    for (const auto& s : stages_) s->apply_float16(i, begin, n, u, p);
   }
   void finish() override { for (auto& s : stages_) s->finish(); }
   bool fits(const State& params) const override {
@@ -250,6 +305,7 @@ class AdamStage final : public SlotStage<AdamStage> {
     const auto& [r1, r2] = reciprocals<T>();
     const T c1 = rd<S>(static_cast<T>(corrections_.first));
     const T c2 = rd<S>(static_cast<T>(corrections_.second));
+    const T h1 = rd<S>(T(1) / c1), h2 = rd<S>(T(1) / c2);  // float16 moments only
     const T eps = rd<S>(static_cast<T>(eps_)), eps_root = rd<S>(static_cast<T>(eps_root_));
     for (int64_t j = 0; j < n; ++j) {
       const T g = u[j];
@@ -258,16 +314,20 @@ class AdamStage final : public SlotStage<AdamStage> {
       mu[j] = stored<S>(m);
       nu[j] = stored<S>(v);
       // Bias-corrected: by the reciprocal in float and double, by the rounded correction in
-      // bfloat16 (optax's division, whose reciprocal bfloat16 may not hold).
+      // bfloat16 (optax's division, whose reciprocal bfloat16 may not hold), by the float16
+      // reciprocal of it in float16 (bias_correction).
       T m_hat, v_hat;
       if constexpr (std::is_same_v<S, T>) {
         m_hat = m * r1;
         v_hat = v * r2;
+      } else if constexpr (is_float16<S>()) {
+        m_hat = rd<S>(m * h1);
+        v_hat = rd<S>(v * h2);
       } else {
         m_hat = rd<S>(m / c1);
         v_hat = rd<S>(v / c2);
       }
-      const T root = rd<S>(std::sqrt(rd<S>(v_hat + eps_root)));
+      const T root = rd<S>(sqrt_of(rd<S>(v_hat + eps_root)));
       u[j] = rd<S>(m_hat / rd<S>(root + eps));
     }
   }
@@ -291,9 +351,9 @@ class AdamStage final : public SlotStage<AdamStage> {
 
  private:
   // The bias corrections of this step, once per dtype (not per block).
-  template <class T> const std::pair<T, T>& reciprocals() const {
-    if constexpr (std::is_same_v<T, float>) return single_;
-    else return double_;
+  template <class T> const auto& reciprocals() const {
+    if constexpr (std::is_same_v<T, double>) return double_;
+    else return single_;  // float (float16 lanes do not use them)
   }
 
   Variable& count_;
@@ -301,7 +361,7 @@ class AdamStage final : public SlotStage<AdamStage> {
   double b1_, b2_, eps_, eps_root_;
   std::pair<float, float> single_;
   std::pair<double, double> double_;
-  std::pair<float, float> corrections_;  // 1 - b^t, for bfloat16 moments
+  std::pair<float, float> corrections_;  // 1 - b^t, for bfloat16 and float16 moments
 };
 
 class RmsStage final : public SlotStage<RmsStage> {
@@ -315,7 +375,7 @@ class RmsStage final : public SlotStage<RmsStage> {
       const T g = u[j];
       const T v = rd<S>(rd<S>(one_d * rd<S>(g * g)) + rd<S>(d * static_cast<T>(nu[j])));
       nu[j] = stored<S>(v);
-      u[j] = rd<S>(g * rd<S>(T(1) / std::sqrt(rd<S>(v + eps))));  // rsqrt: one op on S
+      u[j] = rd<S>(g * rd<S>(T(1) / sqrt_of(rd<S>(v + eps))));  // rsqrt: one op on S
     }
   }
   bool add_to(KernelPlan& plan) const override {
@@ -344,7 +404,7 @@ class LionStage final : public SlotStage<LionStage> {
     for (int64_t j = 0; j < n; ++j) {
       const T g = u[j], m = static_cast<T>(mu[j]);
       const T mix = rd<S>(rd<S>(one_b1 * g) + rd<S>(b1 * m));
-      u[j] = static_cast<T>((mix > T(0)) - (mix < T(0)));
+      u[j] = sign_of(mix);
       mu[j] = stored<S>(rd<S>(rd<S>(one_b2 * g) + rd<S>(b2 * m)));
     }
   }
@@ -461,6 +521,60 @@ void pass_reduced(const FusedStage& stage, size_t i, const at::Tensor& gradient,
   });
 }
 
+#ifdef NNX_HALF_LANES
+// The same for float16 blocks, in float16 lanes (cpu_has_f16c()): each block is widened to float
+// for the stages, and the sum p + u rounds to float16 as the tensor op's does.
+template <class T, class S> void widen(const S* from, T* to, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) to[j] = static_cast<T>(from[j]);
+}
+template <class T, class S> void write_back(S* out, const T* u, int64_t n, bool add) {
+  if (add)
+    for (int64_t j = 0; j < n; ++j) out[j] = stored<S>(rd<S>(static_cast<T>(out[j]) + u[j]));
+  else
+    for (int64_t j = 0; j < n; ++j) out[j] = stored<S>(u[j]);
+}
+
+// body(T{}, S{}, first, count) over whole groups of 8 as lanes (first and count in groups),
+// then over the rest one by one.
+template <class Body> void in_float16_lanes(int64_t n, const Body& body) {
+  const int64_t groups = n / 8;
+  if (groups > 0) run_for_f16c([&] { body(Floats8{}, Halves8{}, int64_t{0}, groups); });
+  if (groups * 8 < n) body(float{}, c10::Half{}, groups * 8, n - groups * 8);
+}
+// Element or lane group `first` of `data` (float or float16 elements), read as L.
+template <class L, class E> auto lanes_at(E* data, int64_t first) {
+  using Out = std::conditional_t<std::is_const_v<E>, const L, L>;
+  return reinterpret_cast<Out*>(data) + first;
+}
+
+void pass_float16(const FusedStage& stage, size_t i, const at::Tensor& gradient,
+                  const at::Tensor& param, at::Tensor& target, bool add) {
+  using Half = c10::Half;
+  const Half* g = gradient.data_ptr<Half>();
+  const Half* p = param.data_ptr<Half>();
+  Half* out = target.data_ptr<Half>();
+  at::parallel_for(0, gradient.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    alignas(32) float u[kBlock];  // whole lane groups from the start: Floats8 alignment
+    alignas(32) float wide_p[kBlock];
+    for (int64_t b = begin; b < end; b += kBlock) {
+      const int64_t n = std::min(kBlock, end - b);
+      in_float16_lanes(n, [&](auto t, auto s, int64_t first, int64_t count) {
+        using T = decltype(t);
+        using S = decltype(s);
+        widen(lanes_at<S>(g + b, first), lanes_at<T>(u, first), count);
+        widen(lanes_at<S>(p + b, first), lanes_at<T>(wide_p, first), count);
+      });
+      stage.apply_float16(i, b, n, u, wide_p);
+      in_float16_lanes(n, [&](auto t, auto s, int64_t first, int64_t count) {
+        using T = decltype(t);
+        using S = decltype(s);
+        write_back(lanes_at<S>(out + b, first), lanes_at<T>(u, first), count, add);
+      });
+    }
+  });
+}
+#endif
+
 }  // namespace
 
 std::shared_ptr<FusedStage> chain_stage(std::vector<std::shared_ptr<FusedStage>> stages) {
@@ -489,13 +603,22 @@ std::shared_ptr<FusedStage> clip_stage(const State& gradients, double max_norm) 
   return std::make_shared<ClipStage>(gradients, max_norm);
 }
 
+bool float16_lanes() {
+#ifdef NNX_HALF_LANES
+  return cpu_has_f16c();
+#else
+  return false;
+#endif
+}
+
 bool fusable(const State& updates, const State& params) {
   if (updates.size() != params.size()) return false;
   for (size_t i = 0; i < params.size(); ++i) {
     const at::Tensor& g = state_entry(updates, i).tensor();
     const at::Tensor& p = state_entry(params, i).tensor();
     const auto dtype = p.scalar_type();
-    if ((dtype != at::kFloat && dtype != at::kDouble && dtype != at::kBFloat16) ||
+    if ((dtype != at::kFloat && dtype != at::kDouble && dtype != at::kBFloat16 &&
+         !(dtype == at::kHalf && float16_lanes())) ||
         g.scalar_type() != dtype ||
         g.sizes() != p.sizes() || !p.device().is_cpu() || !g.device().is_cpu())
       return false;
@@ -511,7 +634,13 @@ void run_fused(const FusedStage& stage, size_t i, const at::Tensor& gradient,
     case at::kFloat: pass<float>(stage, i, g, p, out, add); break;
     case at::kDouble: pass<double>(stage, i, g, p, out, add); break;
     case at::kBFloat16: pass_reduced<c10::BFloat16>(stage, i, g, p, out, add); break;
-    default: NNX_FAIL("the fused pass takes float32, float64 or bfloat16, not {}",
+#ifdef NNX_HALF_LANES
+    case at::kHalf:
+      NNX_CHECK(float16_lanes(), "the fused pass takes float16 only where the CPU has F16C");
+      pass_float16(stage, i, g, p, out, add);
+      break;
+#endif
+    default: NNX_FAIL("the fused pass takes float32, float64, bfloat16 or float16, not {}",
                       c10::toString(p.scalar_type()));
   }
   ++passes_run;

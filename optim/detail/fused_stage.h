@@ -58,6 +58,8 @@ class FusedStage {
   // The same for bfloat16 blocks: u and p hold their values widened to float, and every
   // operation rounds to bfloat16, as each tensor op on such blocks does.
   virtual void apply_bfloat16(size_t i, int64_t begin, int64_t n, float* u, const float* p) const = 0;
+  // The same for float16 blocks (where float16_lanes()); u and p are 32-byte aligned.
+  virtual void apply_float16(size_t i, int64_t begin, int64_t n, float* u, const float* p) const = 0;
   // After every element: step counters advance.
   virtual void finish() {}
   // Whether its slots are laid out as `params` (dtype, size, device): slots made for other
@@ -96,8 +98,12 @@ std::shared_ptr<FusedStage> lion_stage(State& mu, double b1, double b2);
 std::shared_ptr<FusedStage> decay_stage(double weight_decay, std::vector<bool> selected);
 std::shared_ptr<FusedStage> clip_stage(const State& gradients, double max_norm);
 
-// True when the fused pass can take these parameters and updates: float32, float64 or bfloat16
-// on the CPU (float16 takes the tensor ops), the gradient's dtype and block shape equal to the
+// Whether the fused pass takes float16 blocks: on x86-64 CPUs with AVX2 and F16C (elsewhere
+// float16 takes the tensor ops).
+bool float16_lanes();
+
+// True when the fused pass can take these parameters and updates: float32, float64, bfloat16 or
+// (where float16_lanes()) float16 on the CPU, the gradient's dtype and block shape equal to the
 // parameter's.
 bool fusable(const State& updates, const State& params);
 

@@ -1,9 +1,9 @@
 // Optimizer::update runs the built-in transformations as one fused pass; its values equal the
-// transformations' own `update` (tensor ops, then params += updates) in float32, float64 and
-// bfloat16 over several steps: bit for bit, except where a square root is taken in float32 and
-// float64 (Adam, RMSProp). LibTorch's CPU sqrt is a last bit off for about 1 in 150 elements; the
-// fused loop's is correctly rounded, as XLA's (optax's values: tests/peers/optax_peer.py).
-// Chains the pass cannot take, and float16 parameters, fall back.
+// transformations' own `update` (tensor ops, then params += updates) in float32, float64,
+// bfloat16 and, on CPUs with F16C, float16 over several steps: bit for bit, except where a square
+// root is taken in float32 and float64 (Adam, RMSProp). LibTorch's CPU sqrt is a last bit off for
+// about 1 in 150 elements; the fused loop's is correctly rounded, as XLA's (optax's values:
+// tests/peers/optax_peer.py). Chains the pass cannot take fall back, as float16 does elsewhere.
 #include "../catch_after_torch.h"
 
 #include <nnx/nnx.h>
@@ -43,11 +43,17 @@ double finite_max_abs(const at::Tensor& t) {
   return finite.numel() > 0 ? finite.abs().max().item<double>() : 0.0;
 }
 
-// a == b, or within 2 ulp of b plus 2 ulp of `scale` when the transformation takes a sqrt. There
-// the infinities and NaNs must be b's, at the same places: Adam with eps 1e-8 divides by zero in
-// float16 where a second moment underflows, and both paths must overflow alike.
+// a == b, NaNs at the same places, or within 2 ulp of b plus 2 ulp of `scale` when the
+// transformation takes a sqrt. There the infinities and NaNs must be b's, at the same places:
+// Adam with eps 1e-8 divides by zero in float16 where a second moment underflows, and both
+// paths must overflow alike.
 bool same_values(const at::Tensor& a, const at::Tensor& b, bool sqrt, double scale) {
-  if (!sqrt || !a.is_floating_point()) return torch::equal(a, b);
+  if (!a.is_floating_point()) return torch::equal(a, b);
+  if (!sqrt) {
+    const at::Tensor nan = torch::isnan(b);
+    return torch::equal(torch::isnan(a), nan) &&
+           torch::equal(a.masked_select(~nan), b.masked_select(~nan));
+  }
   const at::Tensor wa = a.to(torch::kDouble), wb = b.to(torch::kDouble);
   const at::Tensor finite = torch::isfinite(wb), inf = torch::isinf(wb);
   if (!torch::equal(torch::isfinite(wa), finite) || !torch::equal(torch::isnan(wa), torch::isnan(wb)) ||
@@ -103,8 +109,9 @@ void check_same(const std::string& name, const std::function<optim::GradientTran
 }  // namespace
 
 TEST_CASE("the fused optimizer step equals the transformations' update") {
-  // sqrt: compared within 2 ulp in float32 and float64 (LibTorch's float sqrt); bfloat16 bit for
-  // bit (RMSProp's tensor ops take the root and its reciprocal in float, rounded once).
+  // sqrt: compared within 2 ulp in float32 and float64 (LibTorch's float sqrt); bfloat16 and
+  // float16 (where the pass takes it) bit for bit (RMSProp's tensor ops take the root and its
+  // reciprocal in float, rounded once).
   struct Case {
     std::string name;
     std::function<optim::GradientTransformation()> make;
@@ -135,9 +142,12 @@ TEST_CASE("the fused optimizer step equals the transformations' update") {
        [] { return optim::chain({optim::scale_by_adam(0.8, 0.99, 1e-6, 1e-7), optim::scale(-0.01)}); },
        true},
   };
-  for (auto dtype : {torch::kFloat, torch::kDouble, torch::kBFloat16})
+  std::vector<at::ScalarType> dtypes{torch::kFloat, torch::kDouble, torch::kBFloat16};
+  if (optim::detail::float16_lanes()) dtypes.push_back(torch::kHalf);
+  for (auto dtype : dtypes)
     for (const auto& c : cases)
-      check_same(c.name, c.make, dtype, dtype != torch::kBFloat16 && c.sqrt);
+      check_same(c.name, c.make, dtype,
+                 (dtype == torch::kFloat || dtype == torch::kDouble) && c.sqrt);
 }
 
 TEST_CASE("bfloat16 Adam with moments near eps and eps_root equals the tensor ops bit for bit") {
@@ -196,9 +206,9 @@ TEST_CASE("chains the fused pass cannot take fall back to update and stay correc
                return optim::chain({halve, optim::adam(1e-2)});
              },
              torch::kFloat, false, /*fused_pass=*/false);
-  // float16 takes the tensor ops (its rounding is not vectorized in the pass).
-  check_same("adam in float16", [] { return optim::adam(1e-2); }, torch::kHalf, true,
-             /*fused_pass=*/false);
+  // float16 takes the pass only in float16 lanes (F16C); elsewhere the tensor ops.
+  check_same("adam in float16", [] { return optim::adam(1e-2); }, torch::kHalf, false,
+             /*fused_pass=*/optim::detail::float16_lanes());
   // A one-step Adam on bfloat16 parameters moves each by the learning rate.
   struct Half : nnx::Module {
     nnx::Param NNX_FIELD(w);
