@@ -1,6 +1,7 @@
 // The fused optimizer pass: each stage is a loop over a small block of updates held in cache,
-// written so that the compiler vectorizes it (this file is built with -fno-math-errno and without
-// fused multiply-adds, so that every operation rounds as the transformations' tensor ops do).
+// written so that the compiler vectorizes it, or over float16 lanes (half_lanes.h). This file is
+// built with -fno-math-errno and without fused multiply-adds, so that every operation rounds as
+// the transformations' tensor ops do.
 #include <nnx/optim/detail/fused_stage.h>
 #include <nnx/optim/detail/half_lanes.h>
 #include <nnx/sharding/ops.h>
@@ -66,12 +67,23 @@ inline float round_to_bfloat16(float x) {
 // float16 lanes' rounding, for the elements of a block past its last whole lane group.
 inline float round_to_float16(float x) { return static_cast<float>(c10::Half(x)); }
 
+// Whether S stores float16 (one value, or lanes of them).
+template <class S> constexpr bool is_float16() {
+#ifdef NNX_HALF_LANES
+  if constexpr (std::is_same_v<S, Halves8>) return true;
+#endif
+  return std::is_same_v<S, c10::Half>;
+}
+
 // x rounded to the storage type S and widened back, as a tensor op's result on S blocks; x
 // itself where S is the type computed in (float and double blocks).
 template <class S, class T> inline T rd(T x) {
   if constexpr (std::is_same_v<S, T>) return x;
   else if constexpr (std::is_same_v<S, c10::BFloat16>) return round_to_bfloat16(x);
-  else return round_to_float16(x);  // c10::Half, or float16 lanes
+  else {
+    static_assert(is_float16<S>(), "blocks are stored as T, bfloat16 or float16");
+    return round_to_float16(x);
+  }
 }
 
 // A value already rounded to S (by rd), stored as S: for bfloat16 its upper half.
@@ -83,14 +95,6 @@ template <class S, class T> inline S stored(T x) {
 #ifdef NNX_HALF_LANES
   else return to_halves(x);
 #endif
-}
-
-// Whether S stores float16 (one value, or lanes of them).
-template <class S> constexpr bool is_float16() {
-#ifdef NNX_HALF_LANES
-  if constexpr (std::is_same_v<S, Halves8>) return true;
-#endif
-  return std::is_same_v<S, c10::Half>;
 }
 
 // The scalar forms of the float16 lanes' sqrt_of and sign_of.
@@ -119,7 +123,7 @@ template <class Loop> void vectorized(const Loop& loop) { loop(); }
 
 #ifdef NNX_HALF_LANES
 // Runs `loop` built for AVX2 and F16C, with every call in it inlined, so that the float16
-// lanes' operations (half_lanes.h) are single instructions. Callers check cpu_has_f16c().
+// lanes' operations (half_lanes.h) are single instructions. Callers check cpu_has_avx2_f16c().
 template <class Loop>
 __attribute__((target("avx2,f16c"), flatten)) void run_for_f16c(const Loop& loop) {
   loop();
@@ -127,8 +131,9 @@ __attribute__((target("avx2,f16c"), flatten)) void run_for_f16c(const Loop& loop
 #endif
 
 // Stages written once: Derived::run<T, S>(i, begin, n, u, p) computes in T (float, double)
-// on blocks stored as S (T itself, or bfloat16 computed in float), rounding each operation and
-// each scalar to S, as JAX does for bfloat16 arrays (and the transformations' tensor ops).
+// on blocks stored as S (T itself, or bfloat16 or float16 computed in float; Floats8 on Halves8
+// for float16 lanes, n then counting groups of 8), rounding each operation and each scalar to S,
+// as JAX does for such arrays (and the transformations' tensor ops).
 template <class Derived> class TypedStage : public FusedStage {
  public:
   void apply(size_t i, int64_t begin, int64_t n, float* u, const float* p) const override {
@@ -522,7 +527,7 @@ void pass_reduced(const FusedStage& stage, size_t i, const at::Tensor& gradient,
 }
 
 #ifdef NNX_HALF_LANES
-// The same for float16 blocks, in float16 lanes (cpu_has_f16c()): each block is widened to float
+// The same for float16 blocks, in float16 lanes (cpu_has_avx2_f16c()): each block is widened to float
 // for the stages, and the sum p + u rounds to float16 as the tensor op's does.
 template <class T, class S> void widen(const S* from, T* to, int64_t n) {
   for (int64_t j = 0; j < n; ++j) to[j] = static_cast<T>(from[j]);
@@ -534,12 +539,16 @@ template <class T, class S> void write_back(S* out, const T* u, int64_t n, bool 
     for (int64_t j = 0; j < n; ++j) out[j] = stored<S>(u[j]);
 }
 
-// body(T{}, S{}, first, count) over whole groups of 8 as lanes (first and count in groups),
-// then over the rest one by one.
+// body(type T, type S, first, count) over whole groups of 8 as lanes (first and count in
+// groups), then over the rest one by one. Types go as tags: no lane value crosses a call.
 template <class Body> void in_float16_lanes(int64_t n, const Body& body) {
   const int64_t groups = n / 8;
-  if (groups > 0) run_for_f16c([&] { body(Floats8{}, Halves8{}, int64_t{0}, groups); });
-  if (groups * 8 < n) body(float{}, c10::Half{}, groups * 8, n - groups * 8);
+  if (groups > 0)
+    run_for_f16c([&] {
+      body(std::type_identity<Floats8>{}, std::type_identity<Halves8>{}, int64_t{0}, groups);
+    });
+  if (groups * 8 < n)
+    body(std::type_identity<float>{}, std::type_identity<c10::Half>{}, groups * 8, n - groups * 8);
 }
 // Element or lane group `first` of `data` (float or float16 elements), read as L.
 template <class L, class E> auto lanes_at(E* data, int64_t first) {
@@ -559,15 +568,15 @@ void pass_float16(const FusedStage& stage, size_t i, const at::Tensor& gradient,
     for (int64_t b = begin; b < end; b += kBlock) {
       const int64_t n = std::min(kBlock, end - b);
       in_float16_lanes(n, [&](auto t, auto s, int64_t first, int64_t count) {
-        using T = decltype(t);
-        using S = decltype(s);
+        using T = typename decltype(t)::type;
+        using S = typename decltype(s)::type;
         widen(lanes_at<S>(g + b, first), lanes_at<T>(u, first), count);
         widen(lanes_at<S>(p + b, first), lanes_at<T>(wide_p, first), count);
       });
       stage.apply_float16(i, b, n, u, wide_p);
       in_float16_lanes(n, [&](auto t, auto s, int64_t first, int64_t count) {
-        using T = decltype(t);
-        using S = decltype(s);
+        using T = typename decltype(t)::type;
+        using S = typename decltype(s)::type;
         write_back(lanes_at<S>(out + b, first), lanes_at<T>(u, first), count, add);
       });
     }
@@ -605,7 +614,7 @@ std::shared_ptr<FusedStage> clip_stage(const State& gradients, double max_norm) 
 
 bool float16_lanes() {
 #ifdef NNX_HALF_LANES
-  return cpu_has_f16c();
+  return cpu_has_avx2_f16c();
 #else
   return false;
 #endif
@@ -636,7 +645,7 @@ void run_fused(const FusedStage& stage, size_t i, const at::Tensor& gradient,
     case at::kBFloat16: pass_reduced<c10::BFloat16>(stage, i, g, p, out, add); break;
 #ifdef NNX_HALF_LANES
     case at::kHalf:
-      NNX_CHECK(float16_lanes(), "the fused pass takes float16 only where the CPU has F16C");
+      NNX_CHECK(float16_lanes(), "the fused pass takes float16 only on CPUs with AVX2 and F16C");
       pass_float16(stage, i, g, p, out, add);
       break;
 #endif

@@ -98,8 +98,8 @@ std::shared_ptr<FusedStage> lion_stage(State& mu, double b1, double b2);
 std::shared_ptr<FusedStage> decay_stage(double weight_decay, std::vector<bool> selected);
 std::shared_ptr<FusedStage> clip_stage(const State& gradients, double max_norm);
 
-// Whether the fused pass takes float16 blocks: on x86-64 CPUs with AVX2 and F16C (elsewhere
-// float16 takes the tensor ops).
+// Whether the fused pass takes float16 blocks: on x86-64 CPUs with AVX2 and F16C, in optimized
+// GCC builds (elsewhere float16 takes the tensor ops).
 bool float16_lanes();
 
 // True when the fused pass can take these parameters and updates: float32, float64, bfloat16 or
