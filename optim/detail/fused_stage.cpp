@@ -527,8 +527,8 @@ void pass_reduced(const FusedStage& stage, size_t i, const at::Tensor& gradient,
 }
 
 #ifdef NNX_HALF_LANES
-// The same for float16 blocks, in float16 lanes (cpu_has_avx2_f16c()): each block is widened to float
-// for the stages, and the sum p + u rounds to float16 as the tensor op's does.
+// The same for float16 blocks, in float16 lanes (cpu_has_avx2_f16c()): each block is widened to
+// float for the stages, and the sum p + u rounds to float16 as the tensor op's does.
 template <class T, class S> void widen(const S* from, T* to, int64_t n) {
   for (int64_t j = 0; j < n; ++j) to[j] = static_cast<T>(from[j]);
 }

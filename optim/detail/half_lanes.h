@@ -4,8 +4,9 @@
 #pragma once
 
 // Optimized GCC builds only: the lanes pass through generic-target templates that must be inlined
-// into run_for_f16c (`flatten`), which GCC does not do at -O0 nor Clang in general.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__)
+// into run_for_f16c (`flatten`), which GCC does not do at -O0 or with -fno-inline, nor Clang.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) && \
+    !defined(__NO_INLINE__)
 #define NNX_HALF_LANES 1
 
 #include <immintrin.h>
