@@ -130,6 +130,36 @@ __attribute__((target("avx2,f16c"), flatten)) void run_for_f16c(const Loop& loop
 }
 #endif
 
+// body(type T, type S, first, count) over n float16 elements: whole groups of 8 as lanes where
+// built (first and count in groups), then the rest one by one. Types go as tags: no lane value
+// crosses a call.
+template <class Body> void in_float16_lanes(int64_t n, const Body& body) {
+  int64_t groups = 0;
+#ifdef NNX_HALF_LANES
+  groups = n / 8;
+  if (groups > 0)
+    run_for_f16c([&] {
+      body(std::type_identity<Floats8>{}, std::type_identity<Halves8>{}, int64_t{0}, groups);
+    });
+#endif
+  if (groups * 8 < n)
+    body(std::type_identity<float>{}, std::type_identity<c10::Half>{}, groups * 8, n - groups * 8);
+}
+
+// The same over n elements stored as S (bfloat16 or float16): bfloat16 all at once, vectorized.
+template <class S, class Body> void in_groups(int64_t n, const Body& body) {
+  if constexpr (std::is_same_v<S, c10::BFloat16>)
+    vectorized([&] { body(std::type_identity<float>{}, std::type_identity<S>{}, int64_t{0}, n); });
+  else
+    in_float16_lanes(n, body);
+}
+
+// Element or lane group `first` of `data` (float or reduced elements), read as L.
+template <class L, class E> auto lanes_at(E* data, int64_t first) {
+  using Out = std::conditional_t<std::is_const_v<E>, const L, L>;
+  return reinterpret_cast<Out*>(data) + first;
+}
+
 // Stages written once: Derived::run<T, S>(i, begin, n, u, p) computes in T (float, double)
 // on blocks stored as S (T itself, or bfloat16 or float16 computed in float; Floats8 on Halves8
 // for float16 lanes, n then counting groups of 8), rounding each operation and each scalar to S,
@@ -147,17 +177,12 @@ template <class Derived> class TypedStage : public FusedStage {
   }
   // Whole groups of 8 as float16 lanes, the rest one by one (the same roundings).
   void apply_float16(size_t i, int64_t begin, int64_t n, float* u, const float* p) const override {
-    int64_t done = 0;
-#ifdef NNX_HALF_LANES
-    done = n / 8 * 8;
-    if (done > 0)
-      run_for_f16c([&] {
-        derived().template run<Floats8, Halves8>(i, begin, done / 8, reinterpret_cast<Floats8*>(u),
-                                                 reinterpret_cast<const Floats8*>(p));
-      });
-#endif
-    if (done < n)
-      derived().template run<float, c10::Half>(i, begin + done, n - done, u + done, p + done);
+    in_float16_lanes(n, [&](auto t, auto s, int64_t first, int64_t count) {
+      using T = typename decltype(t)::type;
+      constexpr int64_t width = sizeof(T) / sizeof(float);  // elements per T
+      derived().template run<T, typename decltype(s)::type>(
+          i, begin + first * width, count, lanes_at<T>(u, first), lanes_at<T>(p, first));
+    });
   }
 
  private:
@@ -496,39 +521,8 @@ void pass(const FusedStage& stage, size_t i, const at::Tensor& gradient, const a
   });
 }
 
-// The same for bfloat16 blocks (S): each block is widened to float for the stages, and the sum
-// p + u rounds to S as the tensor op's does.
-template <class S>
-void pass_reduced(const FusedStage& stage, size_t i, const at::Tensor& gradient,
-                  const at::Tensor& param, at::Tensor& target, bool add) {
-  const S* g = gradient.data_ptr<S>();
-  const S* p = param.data_ptr<S>();
-  S* out = target.data_ptr<S>();
-  at::parallel_for(0, gradient.numel(), kGrain, [&](int64_t begin, int64_t end) {
-    float u[kBlock], wide_p[kBlock];
-    for (int64_t b = begin; b < end; b += kBlock) {
-      const int64_t n = std::min(kBlock, end - b);
-      vectorized([&] {
-        for (int64_t j = 0; j < n; ++j) {
-          u[j] = static_cast<float>(g[b + j]);
-          wide_p[j] = static_cast<float>(p[b + j]);
-        }
-      });
-      stage.apply_bfloat16(i, b, n, u, wide_p);
-      vectorized([&] {
-        if (add)
-          for (int64_t j = 0; j < n; ++j)
-            out[b + j] = stored<S>(rd<S>(static_cast<float>(out[b + j]) + u[j]));
-        else
-          for (int64_t j = 0; j < n; ++j) out[b + j] = stored<S>(u[j]);
-      });
-    }
-  });
-}
-
-#ifdef NNX_HALF_LANES
-// The same for float16 blocks, in float16 lanes (cpu_has_avx2_f16c()): each block is widened to
-// float for the stages, and the sum p + u rounds to float16 as the tensor op's does.
+// Blocks stored as S (bfloat16, or float16 in lanes where float16_lanes()): each block is
+// widened to float for the stages, and the sum p + u rounds to S as the tensor op's does.
 template <class T, class S> void widen(const S* from, T* to, int64_t n) {
   for (int64_t j = 0; j < n; ++j) to[j] = static_cast<T>(from[j]);
 }
@@ -539,50 +533,33 @@ template <class T, class S> void write_back(S* out, const T* u, int64_t n, bool 
     for (int64_t j = 0; j < n; ++j) out[j] = stored<S>(u[j]);
 }
 
-// body(type T, type S, first, count) over whole groups of 8 as lanes (first and count in
-// groups), then over the rest one by one. Types go as tags: no lane value crosses a call.
-template <class Body> void in_float16_lanes(int64_t n, const Body& body) {
-  const int64_t groups = n / 8;
-  if (groups > 0)
-    run_for_f16c([&] {
-      body(std::type_identity<Floats8>{}, std::type_identity<Halves8>{}, int64_t{0}, groups);
-    });
-  if (groups * 8 < n)
-    body(std::type_identity<float>{}, std::type_identity<c10::Half>{}, groups * 8, n - groups * 8);
-}
-// Element or lane group `first` of `data` (float or float16 elements), read as L.
-template <class L, class E> auto lanes_at(E* data, int64_t first) {
-  using Out = std::conditional_t<std::is_const_v<E>, const L, L>;
-  return reinterpret_cast<Out*>(data) + first;
-}
-
-void pass_float16(const FusedStage& stage, size_t i, const at::Tensor& gradient,
+template <class S>
+void pass_reduced(const FusedStage& stage, size_t i, const at::Tensor& gradient,
                   const at::Tensor& param, at::Tensor& target, bool add) {
-  using Half = c10::Half;
-  const Half* g = gradient.data_ptr<Half>();
-  const Half* p = param.data_ptr<Half>();
-  Half* out = target.data_ptr<Half>();
+  const S* g = gradient.data_ptr<S>();
+  const S* p = param.data_ptr<S>();
+  S* out = target.data_ptr<S>();
   at::parallel_for(0, gradient.numel(), kGrain, [&](int64_t begin, int64_t end) {
     alignas(32) float u[kBlock];  // whole lane groups from the start: Floats8 alignment
     alignas(32) float wide_p[kBlock];
     for (int64_t b = begin; b < end; b += kBlock) {
       const int64_t n = std::min(kBlock, end - b);
-      in_float16_lanes(n, [&](auto t, auto s, int64_t first, int64_t count) {
+      in_groups<S>(n, [&](auto t, auto s, int64_t first, int64_t count) {
         using T = typename decltype(t)::type;
-        using S = typename decltype(s)::type;
-        widen(lanes_at<S>(g + b, first), lanes_at<T>(u, first), count);
-        widen(lanes_at<S>(p + b, first), lanes_at<T>(wide_p, first), count);
+        using L = typename decltype(s)::type;
+        widen(lanes_at<L>(g + b, first), lanes_at<T>(u, first), count);
+        widen(lanes_at<L>(p + b, first), lanes_at<T>(wide_p, first), count);
       });
-      stage.apply_float16(i, b, n, u, wide_p);
-      in_float16_lanes(n, [&](auto t, auto s, int64_t first, int64_t count) {
+      if constexpr (std::is_same_v<S, c10::BFloat16>) stage.apply_bfloat16(i, b, n, u, wide_p);
+      else stage.apply_float16(i, b, n, u, wide_p);
+      in_groups<S>(n, [&](auto t, auto s, int64_t first, int64_t count) {
         using T = typename decltype(t)::type;
-        using S = typename decltype(s)::type;
-        write_back(lanes_at<S>(out + b, first), lanes_at<T>(u, first), count, add);
+        using L = typename decltype(s)::type;
+        write_back(lanes_at<L>(out + b, first), lanes_at<T>(u, first), count, add);
       });
     }
   });
 }
-#endif
 
 }  // namespace
 
@@ -626,8 +603,9 @@ bool fusable(const State& updates, const State& params) {
     const at::Tensor& g = state_entry(updates, i).tensor();
     const at::Tensor& p = state_entry(params, i).tensor();
     const auto dtype = p.scalar_type();
-    if ((dtype != at::kFloat && dtype != at::kDouble && dtype != at::kBFloat16 &&
-         !(dtype == at::kHalf && float16_lanes())) ||
+    const bool takes_dtype = dtype == at::kFloat || dtype == at::kDouble ||
+                             dtype == at::kBFloat16 || (dtype == at::kHalf && float16_lanes());
+    if (!takes_dtype ||
         g.scalar_type() != dtype ||
         g.sizes() != p.sizes() || !p.device().is_cpu() || !g.device().is_cpu())
       return false;
@@ -646,7 +624,7 @@ void run_fused(const FusedStage& stage, size_t i, const at::Tensor& gradient,
 #ifdef NNX_HALF_LANES
     case at::kHalf:
       NNX_CHECK(float16_lanes(), "the fused pass takes float16 only on CPUs with AVX2 and F16C");
-      pass_float16(stage, i, g, p, out, add);
+      pass_reduced<c10::Half>(stage, i, g, p, out, add);
       break;
 #endif
     default: NNX_FAIL("the fused pass takes float32, float64, bfloat16 or float16, not {}",
