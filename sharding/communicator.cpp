@@ -173,10 +173,11 @@ void open_board(detail::CommImpl& c, const char* op) {
   c.board_opened = true;
 }
 
-// `address`: posted with the fingerprint on the board, for members to read directly.
+// `address`: posted with the fingerprint on the board, for members to read directly; `moved`: the
+// parts such a call moves, some read while members still post.
 bool fingerprints_match(detail::CommImpl& c, uint64_t sequence, const char* op,
                         const at::Tensor& t, int64_t extra, const void* address = nullptr,
-                        const detail::OwnPart& own_part = {}) {
+                        detail::MovedParts* moved = nullptr) {
   uint64_t h = std::hash<std::string_view>{}(op);
   auto mix = [&h](uint64_t v) {  // splitmix64's finalizer: every input bit reaches every output bit
     h = (h ^ v) + 0x9E3779B97F4A7C15ull;
@@ -190,7 +191,10 @@ bool fingerprints_match(detail::CommImpl& c, uint64_t sequence, const char* op,
   mix(static_cast<uint64_t>(t.dim()));
   for (int64_t d = 0; d < t.dim(); ++d) mix(static_cast<uint64_t>(t.size(d)));
   open_board(c, op);
-  if (c.board) return c.board->agree(sequence, h, c.comm, op, c.name, address, own_part);
+  if (c.board && moved != nullptr)
+    return c.board->agree(sequence, h, c.comm, op, c.name, address, moved->own_part(),
+                          [&] { moved->read_posted(*c.board, sequence); });
+  if (c.board) return c.board->agree(sequence, h, c.comm, op, c.name, address);
   const int64_t fp = static_cast<int64_t>(h >> 1);  // non-negative, so -fp is safe
   std::array<int64_t, 2> both{fp, -fp};             // max of fp and of -fp: min == max?
   run(c, c.name, op, [&](MPI_Request* r) {
@@ -256,9 +260,9 @@ struct BoardInput {
   bool moves_only = false;
   int direct_meetings = -1;
   bool stageable = false;  // an all-reduce, which may go through the staging area instead
-  // Where members read directly: this member's own part of the output, copied while the others
-  // post (an all-gather's input at its place, an all-to-all's own chunk).
-  detail::OwnPart own_part{};
+  // Where members read directly, the parts of a call that only moves data (an all-gather's or an
+  // all-to-all's), some moved while the others post.
+  detail::MovedParts* moved = nullptr;
 };
 
 // All members must call the same collective on the same dtype and shape: checked by fingerprint
@@ -278,6 +282,7 @@ struct OnBoard {
   uint64_t sequence;
   bool direct;
   bool through_staging = false;
+  detail::MovedParts* moved = nullptr;  // BoardInput::moved, where direct
 };
 
 std::optional<OnBoard> agree(detail::CommImpl& c, const char* op, const at::Tensor& t,
@@ -302,12 +307,12 @@ std::optional<OnBoard> agree(detail::CommImpl& c, const char* op, const at::Tens
       std::memcpy(c.board->own_region(sequence), input.data, bytes);
     if (through_staging)
       std::memcpy(detail::staged_input(*c.board, c.size, c.rank), input.data, bytes);
-    if (fingerprints_match(c, sequence, op, t, extra, direct ? input.data : nullptr,
-                           direct ? input.own_part : detail::OwnPart{})) {
+    detail::MovedParts* moved = direct ? input.moved : nullptr;
+    if (fingerprints_match(c, sequence, op, t, extra, direct ? input.data : nullptr, moved)) {
       if (direct) c.calls += input.direct_meetings;
       if (through_staging) c.calls += detail::kStagedAllReduceMeetings;
       return on_board || direct || through_staging
-                 ? std::optional<OnBoard>(OnBoard{sequence, direct, through_staging})
+                 ? std::optional<OnBoard>(OnBoard{sequence, direct, through_staging, moved})
                  : std::nullopt;
     }
     fingerprints_differ = true;
@@ -370,28 +375,30 @@ detail::DirectCall direct_call(const detail::CommImpl& c, uint64_t sequence, con
   return {*c.board, sequence, c.size, c.rank, c.comm, op, c.name};
 }
 
-// The own parts (BoardInput::own_part) of an all-gather's output `out` of `local`, and of an
-// all-to-all's output `out` of `send`.
-detail::OwnPart gathered_own_part(const detail::CommImpl& c, const at::Tensor& out,
-                                  const at::Tensor& local) {
-  const auto bytes = static_cast<size_t>(local.numel() * local.element_size());
-  return {local.data_ptr(), static_cast<char*>(out.data_ptr()) + c.rank * bytes, bytes};
+size_t input_bytes(const at::Tensor& t) {
+  return static_cast<size_t>(t.numel() * t.element_size());
 }
-detail::OwnPart exchanged_own_part(const detail::CommImpl& c, const at::Tensor& out,
-                                   const at::Tensor& send) {
-  const auto chunk = static_cast<size_t>(send.numel() / c.size * send.element_size());
-  const size_t at = static_cast<size_t>(c.rank) * chunk;
-  return {static_cast<const char*>(send.data_ptr()) + at, static_cast<char*>(out.data_ptr()) + at,
-          chunk};
-}
-using OwnPartOf = detail::OwnPart (*)(const detail::CommImpl&, const at::Tensor& out,
-                                      const at::Tensor& input);
 
-// board_input of a call that only moves data, with this member's own part of its output.
+// The parts (BoardInput::moved) of an all-gather's output `out` of `local`, and of an
+// all-to-all's output `out` of `send`.
+detail::MovedParts gathered_parts(const detail::CommImpl& c, const at::Tensor& out,
+                                  const at::Tensor& local) {
+  const size_t bytes = input_bytes(local);
+  return {c.size, c.rank, local.data_ptr(), bytes, 0, out.data_ptr(), bytes};
+}
+detail::MovedParts exchanged_parts(const detail::CommImpl& c, const at::Tensor& out,
+                                   const at::Tensor& send) {
+  const size_t bytes = input_bytes(send), chunk = bytes / c.size;
+  return {c.size, c.rank, send.data_ptr(), bytes, c.rank * chunk, out.data_ptr(), chunk};
+}
+using PartsOf = detail::MovedParts (*)(const detail::CommImpl&, const at::Tensor& out,
+                                       const at::Tensor& input);
+
+// board_input of a call that only moves data, with its parts (null with a device engine).
 BoardInput moving_input(const detail::DeviceEngine* engine, const at::Tensor& input,
-                        const detail::OwnPart& own_part) {
+                        detail::MovedParts* moved) {
   BoardInput board = board_input(engine, input, true);
-  board.own_part = own_part;
+  board.moved = moved;
   return board;
 }
 
@@ -515,8 +522,8 @@ void gather_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const 
                  const at::Tensor& local, std::optional<OnBoard> on_board) {
   const auto bytes = static_cast<size_t>(local.numel() * local.element_size());
   if (on_board && on_board->direct)
-    return detail::direct_all_gather(direct_call(c, on_board->sequence, "all_gather"),
-                                     local.data_ptr(), out.data_ptr(), bytes);
+    return detail::direct_move(direct_call(c, on_board->sequence, "all_gather"),
+                               *on_board->moved);
   if (on_board)
     return detail::board_all_gather(*c.board, on_board->sequence, c.size, out.data_ptr(), bytes);
   if (engine) return engine->all_gather(local, out);
@@ -553,8 +560,8 @@ void exchange_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, cons
                    const at::Tensor& send, std::optional<OnBoard> on_board) {
   const auto chunk_bytes = static_cast<size_t>(send.numel() / c.size * send.element_size());
   if (on_board && on_board->direct)
-    return detail::direct_all_to_all(direct_call(c, on_board->sequence, "all_to_all"),
-                                     send.data_ptr(), out.data_ptr(), chunk_bytes);
+    return detail::direct_move(direct_call(c, on_board->sequence, "all_to_all"),
+                               *on_board->moved);
   if (on_board)
     return detail::board_all_to_all(*c.board, on_board->sequence, c.size, c.rank, out.data_ptr(),
                                     chunk_bytes);
@@ -609,20 +616,22 @@ void copy_into(const at::Tensor& out, const at::Tensor& result) {
 
 // An `_into` call after its checks: a group of one copies; else the input goes to `rows`
 // (gather_rows, scatter_rows or exchange_rows), on the board where it fits. Calls that only move
-// data pass `own_part_of` (gathered_own_part, exchanged_own_part).
+// data pass `parts_of` (gathered_parts, exchanged_parts).
 template <class Rows>
 void run_into(detail::CommImpl& c, detail::DeviceEngine* engine, const char* op,
               const at::Tensor& out, const at::Tensor& tensor, Rows rows,
-              OwnPartOf own_part_of = nullptr) {
+              PartsOf parts_of = nullptr) {
   if (c.size == 1) {
     agree(c, op, tensor, 0);
     return copy_into(out, tensor);
   }
   at::Tensor input = into_input(out, tensor);
+  std::optional<detail::MovedParts> parts;
+  if (parts_of != nullptr && engine == nullptr) parts.emplace(parts_of(c, out, input));
   const auto on_board =
       agree(c, op, tensor, 0,
-            own_part_of ? moving_input(engine, input, own_part_of(c, out, input))
-                        : board_input(engine, input, false));
+            parts_of ? moving_input(engine, input, parts ? &*parts : nullptr)
+                     : board_input(engine, input, false));
   rows(c, engine, out, input, on_board);
 }
 
@@ -646,8 +655,10 @@ at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const
   else
     sizes[0] *= impl_->size;
   at::Tensor out = output_buffer(engine, sizes, tensor.options());
+  std::optional<detail::MovedParts> parts;
+  if (engine == nullptr) parts.emplace(gathered_parts(*impl_, out, local));
   const auto on_board = agree(*impl_, "all_gather", tensor, dim,
-                              moving_input(engine, local, gathered_own_part(*impl_, out, local)));
+                              moving_input(engine, local, parts ? &*parts : nullptr));
   gather_rows(*impl_, engine, out, local, on_board);
   if (tensor.dim() == 0 || dim == 0) return out;
   return torch::cat(out.unbind(0), dim);
@@ -658,7 +669,7 @@ void Communicator::all_gather_into(const at::Tensor& out, const at::Tensor& tens
   check_output(out, tensor, tensor.numel() * impl_->size, "all_gather_into");
   if (!engine && staged(*impl_, tensor, "all_gather_into"))
     return copy_into(out, all_gather(tensor.cpu(), 0));
-  run_into(*impl_, engine, "all_gather", out, tensor, gather_rows, gathered_own_part);
+  run_into(*impl_, engine, "all_gather", out, tensor, gather_rows, gathered_parts);
 }
 
 at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) const {
@@ -732,9 +743,10 @@ at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
   else
     sizes.insert(sizes.begin(), impl_->size);
   at::Tensor received = output_buffer(engine, sizes, send.options());
-  const auto on_board =
-      agree(*impl_, "all_to_all", tensor, split_dim * 64 + concat_dim,
-            moving_input(engine, send, exchanged_own_part(*impl_, received, send)));
+  std::optional<detail::MovedParts> parts;
+  if (engine == nullptr) parts.emplace(exchanged_parts(*impl_, received, send));
+  const auto on_board = agree(*impl_, "all_to_all", tensor, split_dim * 64 + concat_dim,
+                              moving_input(engine, send, parts ? &*parts : nullptr));
   exchange_rows(*impl_, engine, received, send, on_board);
   if (concat_dim == 0) return received;
   return torch::cat(received.unbind(0), concat_dim);
@@ -748,7 +760,7 @@ void Communicator::all_to_all_into(const at::Tensor& out, const at::Tensor& tens
   check_output(out, tensor, tensor.numel(), "all_to_all_into");
   if (!engine && staged(*impl_, tensor, "all_to_all_into"))
     return copy_into(out, all_to_all(as_rows(tensor.cpu(), impl_->size), 0, 0));
-  run_into(*impl_, engine, "all_to_all", out, tensor, exchange_rows, exchanged_own_part);
+  run_into(*impl_, engine, "all_to_all", out, tensor, exchange_rows, exchanged_parts);
 }
 
 void Communicator::broadcast_(at::Tensor& tensor, int root) const {

@@ -23,6 +23,7 @@ namespace {
 
 std::atomic<int64_t> direct_runs{0};
 std::atomic<int64_t> asked_reads{0};
+std::atomic<int64_t> early_reads{0};
 std::atomic<int> reads_before_failure{-1};  // -1: none fails
 std::atomic<int> milliseconds_before_reads{0};
 
@@ -52,7 +53,7 @@ struct Refusal {
 
 // Copies `bytes` from `remote` in member `member` into `local`: false, with errno set, where the
 // kernel refuses (or a test made this read fail).
-bool read_directly(const DirectCall& call, int member, const void* remote, void* local,
+bool read_directly(const FingerprintBoard& board, int member, const void* remote, void* local,
                    size_t bytes) {
   if (const int pause = milliseconds_before_reads.exchange(0); pause > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(pause));
@@ -60,7 +61,7 @@ bool read_directly(const DirectCall& call, int member, const void* remote, void*
     errno = EPERM;
     return false;
   }
-  return call.board.read(member, remote, local, bytes);
+  return board.read(member, remote, local, bytes);
 }
 
 // Sends every member the bytes it has asked of this member's input `mine`.
@@ -88,13 +89,14 @@ void answer_asks(const DirectCall& call, Input mine) {
 }
 
 // Copies `bytes` at byte `offset` of member `member`'s input into `local`: straight from its
-// memory, or, where the kernel refuses, asked of the member through MPI (it keeps its input until
-// this member acknowledges it). Meanwhile this member answers what others ask of `mine`.
+// memory (unless `refused` already), or, where the kernel refuses, asked of the member through MPI
+// (it keeps its input until this member acknowledges it). Meanwhile this member answers what
+// others ask of `mine`.
 void read_or_ask(const DirectCall& call, int member, size_t offset, void* local, size_t bytes,
-                 Input mine) {
+                 Input mine, bool refused = false) {
   if (bytes == 0) return;
   const auto* theirs = static_cast<const char*>(call.board.address(member, call.sequence));
-  if (read_directly(call, member, theirs + offset, local, bytes)) return;
+  if (!refused && read_directly(call.board, member, theirs + offset, local, bytes)) return;
   ++asked_reads;
   const MPI_Comm asks = call.board.asks();
   // The answer's receive is posted before the ask leaves, and neither blocks: members may ask
@@ -126,7 +128,7 @@ void await_readers(const DirectCall& call, Input mine, int readers) {
 void read_member(const DirectCall& call, int member, const void* remote, void* local,
                  size_t bytes, std::optional<Refusal>& refused) {
   if (refused || bytes == 0) return;
-  if (!read_directly(call, member, remote, local, bytes)) refused = Refusal{member, errno};
+  if (!read_directly(call.board, member, remote, local, bytes)) refused = Refusal{member, errno};
 }
 
 // Posts that this member is done with the all-reduce's reads that end at `sequence + step`,
@@ -203,28 +205,50 @@ int64_t direct_collectives_run() { return direct_runs.load(); }
 
 int64_t direct_reads_asked() { return asked_reads.load(); }
 
+int64_t direct_reads_early() { return early_reads.load(); }
+
 void fail_direct_read(int after) { reads_before_failure = after; }
 
 void pause_direct_reads(int milliseconds) { milliseconds_before_reads = milliseconds; }
 
-void direct_all_gather(const DirectCall& call, const void* mine, void* out, size_t bytes) {
-  auto* to = static_cast<char*>(out);
-  each_other_member(call, [&](int m) {
-    read_or_ask(call, m, 0, to + m * bytes, bytes, {mine, bytes});
-    call.board.acknowledge(m, call.sequence);
-  });
-  await_readers(call, {mine, bytes}, call.members - 1);
+MovedParts::MovedParts(int members, int me, const void* mine, size_t mine_bytes, size_t offset,
+                       void* out, size_t bytes)
+    : me_(me),
+      mine_(mine),
+      mine_bytes_(mine_bytes),
+      offset_(offset),
+      out_(static_cast<char*>(out)),
+      bytes_(bytes),
+      states_(static_cast<size_t>(members), State::unread) {}
+
+OwnPart MovedParts::own_part() const {
+  return {static_cast<const char*>(mine_) + offset_, out_ + me_ * bytes_, bytes_};
 }
 
-void direct_all_to_all(const DirectCall& call, const void* mine, void* out, size_t chunk_bytes) {
-  auto* to = static_cast<char*>(out);
-  const size_t my_chunk = static_cast<size_t>(call.me) * chunk_bytes;
-  const Input input{mine, static_cast<size_t>(call.members) * chunk_bytes};
+void MovedParts::read_posted(const FingerprintBoard& board, uint64_t sequence) {
+  const int members = static_cast<int>(states_.size());
+  for (int step = 1; step < members; ++step) {
+    const int m = (me_ + step) % members;
+    if (states_[m] != State::unread || !board.posted_same(m, sequence)) continue;
+    const auto* theirs = static_cast<const char*>(board.address(m, sequence));
+    if (!read_directly(board, m, theirs + offset_, out_ + m * bytes_, bytes_)) {
+      states_[m] = State::refused;
+      continue;
+    }
+    states_[m] = State::read;
+    ++early_reads;
+    board.acknowledge(m, sequence);
+  }
+}
+
+void direct_move(const DirectCall& call, MovedParts& parts) {
   each_other_member(call, [&](int m) {
-    read_or_ask(call, m, my_chunk, to + m * chunk_bytes, chunk_bytes, input);
+    if (parts.states_[m] == MovedParts::State::read) return;
+    read_or_ask(call, m, parts.offset_, parts.out_ + m * parts.bytes_, parts.bytes_,
+                {parts.mine_, parts.mine_bytes_}, parts.states_[m] == MovedParts::State::refused);
     call.board.acknowledge(m, call.sequence);
   });
-  await_readers(call, input, call.members - 1);
+  await_readers(call, {parts.mine_, parts.mine_bytes_}, call.members - 1);
 }
 
 void direct_reduce_scatter(const DirectCall& call, const void* mine, void* out, int64_t numel,

@@ -6,6 +6,7 @@
 //   acknowledges every input it is done reading, and returns (letting its own input change) once
 //   all its readers have acknowledged its own, as MPI's pairwise transfers do; no member waits for
 //   the others' other reads. A read the kernel refuses is asked of its member through MPI instead.
+//   An all-gather or all-to-all reads some inputs before every member has posted (MovedParts).
 // - An all-reduce meets twice more: after summing its chunk of every member's buffer, and after
 //   reading the others' sums. A member whose read fails says so at the meeting, and every member
 //   throws.
@@ -15,6 +16,7 @@
 #include <nnx/sharding/detail/fingerprint_board.h>
 
 #include <c10/core/ScalarType.h>
+#include <c10/util/SmallVector.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +26,10 @@ namespace nnx::detail {
 
 // How many collectives this process has run by direct reads (for tests).
 int64_t direct_collectives_run();
+
+// How many parts of all-gathers and all-to-alls this process has read while members were still
+// posting (MovedParts::read_posted; for tests).
+int64_t direct_reads_early();
 
 // How many reads this process has asked of a member through MPI, the kernel having refused them
 // (for tests).
@@ -40,12 +46,36 @@ struct DirectCall {
   const std::string& comm_name;
 };
 
-// The two that only move data leave this member's own part of `out` to the meeting, which
-// copied it while the others posted (OwnPart in fingerprint_board.h).
-// out = every member's `bytes` in member order (`mine` is this member's input).
-void direct_all_gather(const DirectCall& call, const void* mine, void* out, size_t bytes);
-// Chunk m of out = chunk `me` of member m's input (`chunk_bytes` each).
-void direct_all_to_all(const DirectCall& call, const void* mine, void* out, size_t chunk_bytes);
+// What an all-gather or all-to-all moves: part m of `out` (`bytes` at m * bytes) is `bytes` at
+// byte `offset` of member m's input (`mine`, of `mine_bytes`, on this member). The meeting copies
+// this member's own part (own_part) while the others post, and reads the part of each member
+// that posts the same call while it still waits for others (read_posted); the data phase
+// (direct_move) reads the rest. Parts read before a mismatch is seen change only `out`.
+class MovedParts {
+ public:
+  MovedParts(int members, int me, const void* mine, size_t mine_bytes, size_t offset, void* out,
+             size_t bytes);
+  OwnPart own_part() const;
+  // Reads straight from memory the part of every member that has posted collective `sequence`
+  // with this member's fingerprint and is not read yet, and acknowledges it. A part the kernel
+  // refuses is asked of its member in the data phase.
+  void read_posted(const FingerprintBoard& board, uint64_t sequence);
+
+ private:
+  friend void direct_move(const DirectCall& call, MovedParts& parts);
+  enum class State : uint8_t { unread, read, refused };
+  int me_;
+  const void* mine_;
+  size_t mine_bytes_;
+  size_t offset_;
+  char* out_;
+  size_t bytes_;
+  c10::SmallVector<State, 64> states_;  // by member
+};
+
+// The data phase of an all-gather (offset 0: out = every member's input in member order) or an
+// all-to-all (offset me * bytes: chunk m of out = chunk `me` of member m's input).
+void direct_move(const DirectCall& call, MovedParts& parts);
 // out = the sum over members, in member order, of chunk `me` of their inputs (`numel` elements of
 // `dtype` per chunk). A dtype combine.h has no loop for is an error on every member before any
 // read (the dtype is agreed, so all leave together); so in direct_all_reduce.

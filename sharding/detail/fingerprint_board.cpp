@@ -330,7 +330,8 @@ bool FingerprintBoard::read(int member, const void* remote, void* local, size_t 
 
 bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm comm,
                              const char* op, const std::string& comm_name, const void* address,
-                             const OwnPart& own_part) {
+                             const OwnPart& own_part,
+                             const std::function<void()>& while_waiting) {
   const uint64_t mine = word_of(sequence, fingerprint);
   // Published by the word's release below; no reader acknowledges before it sees the word.
   uint64_t* own = slot(rank_, sequence);
@@ -354,6 +355,7 @@ bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm c
       same = same && theirs == mine;
     }
     if (next == size_) return true;
+    if (while_waiting && same) while_waiting();
     // While it waits, this rank lets MPI progress calls others may be finishing first.
     if (++polls % 64 == 0) {
       int flag = 0;
@@ -363,6 +365,13 @@ bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm c
   };
   if (!all_posted()) wait(all_posted, comm, op, comm_name);
   return same;
+}
+
+bool FingerprintBoard::posted_same(int member, uint64_t sequence) const {
+  const uint64_t mine =
+      std::atomic_ref<uint64_t>(*slot(rank_, sequence)).load(std::memory_order_relaxed);
+  return std::atomic_ref<uint64_t>(*slot(member, sequence)).load(std::memory_order_acquire) ==
+         mine;
 }
 
 void FingerprintBoard::acknowledge(int source, uint64_t sequence) const {

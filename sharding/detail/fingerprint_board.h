@@ -56,10 +56,14 @@ class alignas(64) FingerprintBoard {
   // Data written into own_region(sequence) before the call is visible to every member after it,
   // and so is `address` (posted with the fingerprint) as address(member, sequence). `own_part`
   // is copied once this member has posted, whatever the others post (on a mismatch too).
+  // `while_waiting` runs at each look that finds members still missing, until one is seen to
+  // differ: a member may read there the inputs of those that posted the same (posted_same).
   bool agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm comm, const char* op,
              const std::string& comm_name, const void* address = nullptr,
-             const OwnPart& own_part = {});
+             const OwnPart& own_part = {}, const std::function<void()>& while_waiting = nullptr);
   const void* address(int member, uint64_t sequence) const;
+  // Whether `member` has posted collective `sequence` with the fingerprint this member posted.
+  bool posted_same(int member, uint64_t sequence) const;
 
   // A member done reading member `source`'s input of collective `sequence` acknowledges it.
   void acknowledge(int source, uint64_t sequence) const;

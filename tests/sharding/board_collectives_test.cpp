@@ -444,17 +444,26 @@ TEST_CASE("members disagreeing on a direct collective's shape get an error on ev
   auto world = nnx::Communicator::world();
   const int n = world.size(), me = world.rank();
   // All but the last member agree on an all_to_all that is read directly; the last calls it on
-  // another shape, also read directly. Nothing is read, and every member throws.
+  // another shape, also read directly. Nothing of the last member's is read, and every member
+  // throws.
   auto x = torch::full({(me == n - 1 ? 60000 : 50000) * n}, static_cast<float>(me));
   CHECK_THROWS_WITH(world.all_to_all(x, 0, 0), Contains("members disagree on the collective"));
   // The _into form writes this member's own chunk while the others post where members read
-  // directly, and nothing else; through MPI, nothing.
+  // directly, and may read the chunks of members that posted the same call before the mismatch
+  // showed (each then exact); the last member's chunk never. Through MPI, nothing.
   const int64_t chunk = x.numel() / n;
   auto out = torch::full_like(x, -1.0f);
   CHECK_THROWS_WITH(world.all_to_all_into(out, x), Contains("members disagree on the collective"));
-  auto expected = torch::full_like(x, -1.0f);
-  if (direct_expected(world)) expected.narrow(0, me * chunk, chunk).fill_(static_cast<float>(me));
-  CHECK(torch::equal(out, expected));
+  const bool direct = direct_expected(world);
+  for (int m = 0; m < n; ++m) {
+    CAPTURE(m);
+    auto part = out.narrow(0, m * chunk, chunk);
+    const bool written = direct && (m == me || (me != n - 1 && m != n - 1 &&
+                                                torch::equal(part, torch::full_like(part, m))));
+    CHECK(torch::equal(part, torch::full_like(part, written ? static_cast<float>(m) : -1.0f)));
+  }
+  if (direct) CHECK(torch::equal(out.narrow(0, me * chunk, chunk),
+                                 torch::full({chunk}, static_cast<float>(me))));
   auto y = torch::full({50000 * n}, static_cast<float>(me));  // still in step
   CHECK(torch::equal(world.all_to_all(y, 0, 0),
                      torch::arange(n).to(torch::kFloat).repeat_interleave(50000)));
@@ -546,6 +555,67 @@ TEST_CASE("a direct collective's members keep their inputs until a slow reader h
   auto y = torch::ones({4});
   world.all_reduce_(y);  // still in step
   CHECK(torch::equal(y, torch::full({4}, static_cast<float>(n))));
+}
+
+TEST_CASE("members read the parts of those that posted the same call while a late one has not",
+          "[ranks4]") {
+  nnx_test::CheckingMode checking(false);
+  auto world = nnx::Communicator::world();
+  const int n = world.size(), me = world.rank();
+  if (!direct_expected(world)) return;
+  const int late = n - 1;
+  CAPTURE(me);
+  auto come_late = [&] {
+    if (me == late) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  };
+  auto opening = torch::ones({4});  // opens the board: its opening would hold the others back
+  world.all_reduce_(opening);
+  REQUIRE(torch::equal(opening, torch::full({4}, static_cast<float>(n))));
+  int64_t early = nnx::detail::direct_reads_early(), asked = nnx::detail::direct_reads_asked();
+  auto since = [](int64_t& count, int64_t now) {
+    const int64_t before = count;
+    count = now;
+    return now - before;
+  };
+  // While the last member sleeps, every other member reads the parts of the n - 2 others that
+  // are there; the last reads everything after.
+  auto x = torch::full({50000}, static_cast<float>(me + 1));
+  const auto gathered = (torch::arange(n) + 1).to(torch::kFloat).repeat_interleave(50000);
+  come_late();
+  CHECK(torch::equal(world.all_gather(x, 0), gathered));
+  CHECK(since(early, nnx::detail::direct_reads_early()) == (me == late ? 0 : n - 2));
+  auto out = torch::full({50000 * n}, -1.0f);
+  come_late();
+  world.all_to_all_into(out, direct_rows(n, me));
+  CHECK(torch::equal(out, direct_rows_received(n, me)));
+  CHECK(since(early, nnx::detail::direct_reads_early()) == (me == late ? 0 : n - 2));
+  // A read refused then is asked of its member through MPI once all have posted.
+  if (me == 0) nnx::detail::fail_direct_read();
+  come_late();
+  CHECK(torch::equal(world.all_to_all(direct_rows(n, me), 0, 0), direct_rows_received(n, me)));
+  CHECK(since(early, nnx::detail::direct_reads_early()) ==
+        (me == late ? 0 : me == 0 ? n - 3 : n - 2));
+  CHECK(since(asked, nnx::detail::direct_reads_asked()) == (me == 0 ? 1 : 0));
+  // A late member that disagrees: the others have read each other's parts, and all throw; the
+  // inputs are intact and the next calls are in step.
+  auto y = torch::full({(me == late ? 60000 : 50000) * n}, static_cast<float>(me));
+  auto into = torch::full_like(y, -1.0f);
+  come_late();
+  CHECK_THROWS_WITH(world.all_to_all_into(into, y), Contains("members disagree on the collective"));
+  CHECK(since(early, nnx::detail::direct_reads_early()) == (me == late ? 0 : n - 2));
+  const int64_t chunk = y.numel() / n;
+  for (int m = 0; m < n; ++m) {
+    CAPTURE(m);
+    const bool read = m == me || (me != late && m != late);
+    CHECK(torch::equal(into.narrow(0, m * chunk, chunk),
+                       torch::full({chunk}, read ? static_cast<float>(m) : -1.0f)));
+  }
+  CHECK(torch::equal(y, torch::full_like(y, static_cast<float>(me))));
+  CHECK(torch::equal(world.all_gather(x, 0), gathered));
+  auto z = torch::ones({4});
+  world.all_reduce_(z);
+  CHECK(torch::equal(z, torch::full({4}, static_cast<float>(n))));
+  nnx::detail::fail_direct_read(-1);  // unused where a call did not read directly
 }
 
 TEST_CASE("a refused direct read is asked of its member through MPI, with the same values",

@@ -15,7 +15,9 @@
 // one call of MPI and one of the into form alone after a barrier (first_call_ratio): the latency
 // of a call whose members arrive unevenly, which a batch spreads over its calls. A second lone
 // MPI call into buffers of its own gives the spread of like against like there
-// (first_call_again_ratio). The three lone calls take turns at each place in a sample.
+// (first_call_again_ratio). The three lone calls take turns at each place in a sample. Those two
+// ratios time rank 0; first_call_all_ratio and first_call_all_again_ratio time the slowest
+// member of each lone call instead (when every member has its result).
 #include <nnx/nnx.h>
 
 #include <mpi.h>
@@ -26,6 +28,7 @@
 #include "bench_util.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -120,6 +123,7 @@ int main(int argc, char** argv) {
       batch(again_first, 1);
       batch(into_first, 1);
       std::vector<double> mpi_first_times, again_first_times, into_first_times;
+      std::vector<double> mpi_all_times, again_all_times, into_all_times;  // slowest member's
       for (int k = 0; k < samples; ++k) {
         for (size_t s = 0; s < systems.size(); ++s)
           times[s].push_back(batch(*systems[s], calls));
@@ -132,6 +136,12 @@ int main(int argc, char** argv) {
             default: into_first_times.push_back(batch(into_first, 1));
           }
         }
+        std::array<double, 3> lone{mpi_first_times.back(), again_first_times.back(),
+                                   into_first_times.back()};
+        MPI_Allreduce(MPI_IN_PLACE, lone.data(), 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        mpi_all_times.push_back(lone[0]);
+        again_all_times.push_back(lone[1]);
+        into_all_times.push_back(lone[2]);
       }
       const double mpi_us = nnx_bench::median(times[0]) * 1e6;
       const double again_us = nnx_bench::median(times[1]) * 1e6;
@@ -139,6 +149,9 @@ int main(int argc, char** argv) {
       const double mpi_first_s = nnx_bench::median(mpi_first_times);
       const double first_ratio = nnx_bench::median(into_first_times) / mpi_first_s;
       const double first_again_ratio = nnx_bench::median(again_first_times) / mpi_first_s;
+      const double mpi_all_s = nnx_bench::median(mpi_all_times);
+      const double all_ratio = nnx_bench::median(into_all_times) / mpi_all_s;
+      const double all_again_ratio = nnx_bench::median(again_all_times) / mpi_all_s;
       if (world.rank() != 0) continue;
       std::string line = fmt::format(
           "{{\"bench\": \"collectives\", \"op\": \"{}\", \"ranks\": {}, \"bytes\": {}, "
@@ -152,6 +165,9 @@ int main(int argc, char** argv) {
       }
       line += fmt::format(", \"first_call_ratio\": {:.3f}, \"first_call_again_ratio\": {:.3f}",
                           first_ratio, first_again_ratio);
+      line += fmt::format(
+          ", \"first_call_all_ratio\": {:.3f}, \"first_call_all_again_ratio\": {:.3f}",
+          all_ratio, all_again_ratio);
       fmt::print("{}}}\n", line);
     }
   }
