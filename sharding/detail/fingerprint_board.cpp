@@ -111,11 +111,12 @@ size_t wanted_capacity() {
 
 // Bytes of input per member up to which collectives read the members' inputs directly:
 // NNX_DIRECT_COLLECTIVE_BYTES (0: never; at most 1 GiB, so that a read asked through MPI fits
-// its int count), else 16 MiB (above that, MPI's own all-gather did as well or better in
-// tools/bench/collectives.cpp). Member 0's value holds for all.
+// its int count), else 64 MiB, the largest size tools/bench/collectives.cpp times (there every
+// direct collective took 0.19-1.02 of MPI's time, on 2 and 4 ranks). Member 0's value holds for
+// all.
 size_t wanted_direct_limit() {
   const char* env = std::getenv("NNX_DIRECT_COLLECTIVE_BYTES");
-  if (env == nullptr || *env == '\0') return size_t{16} << 20;
+  if (env == nullptr || *env == '\0') return size_t{64} << 20;
   const long long bytes = std::min(std::atoll(env), 1LL << 30);
   return bytes <= 0 ? 0 : static_cast<size_t>(bytes);
 }

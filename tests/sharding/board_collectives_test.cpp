@@ -176,7 +176,7 @@ TEST_CASE("collectives on the board, by direct reads and through MPI equal their
 
     // Which path ran: reductions on the board up to 64 KiB per member, collectives that only
     // move data up to 16 KiB; all-reduces above that through the staging area up to 1 MiB;
-    // the rest by direct reads (up to 16 MiB, more than these reach).
+    // the rest by direct reads (up to 64 MiB, more than these reach).
     const int64_t bytes = rows * mine.element_size();
     const int scatters = dtype != at::kByte ? 2 : 0, moves = 5 + n;
     const int all_reduces = dtype != at::kByte ? 3 : 2;  // bytes' sums are skipped
