@@ -146,7 +146,7 @@ MPI_Datatype mpi_type(at::ScalarType t, const char* who) {
 
 
 // Always on unless NNX_COLLECTIVE_FINGERPRINT=0: members compare a hash of the call (op, dtype,
-// shape, argument) before any data moves, on the fingerprint board where they share a machine,
+// shape, argument) before any member returns, on the fingerprint board where they share a machine,
 // else by one small all-reduce; so mismatches that would silently give garbage become errors,
 // and the full comparison below then names what each rank called.
 bool fingerprinting() {
@@ -371,6 +371,14 @@ BoardInput board_input(const detail::DeviceEngine* engine, const at::Tensor& inp
           direct_meetings};
 }
 
+// The parts of a direct all-gather or all-to-all (agree() set them wherever it chose direct reads
+// for a call that passed them).
+detail::MovedParts& moved_parts(const OnBoard& on_board) {
+  NNX_CHECK(on_board.moved != nullptr,
+            "a direct collective without its parts; this is a bug in nnx");
+  return *on_board.moved;
+}
+
 detail::DirectCall direct_call(const detail::CommImpl& c, uint64_t sequence, const char* op) {
   return {*c.board, sequence, c.size, c.rank, c.comm, op, c.name};
 }
@@ -523,7 +531,7 @@ void gather_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const 
   const auto bytes = static_cast<size_t>(local.numel() * local.element_size());
   if (on_board && on_board->direct)
     return detail::direct_move(direct_call(c, on_board->sequence, "all_gather"),
-                               *on_board->moved);
+                               moved_parts(*on_board));
   if (on_board)
     return detail::board_all_gather(*c.board, on_board->sequence, c.size, out.data_ptr(), bytes);
   if (engine) return engine->all_gather(local, out);
@@ -561,7 +569,7 @@ void exchange_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, cons
   const auto chunk_bytes = static_cast<size_t>(send.numel() / c.size * send.element_size());
   if (on_board && on_board->direct)
     return detail::direct_move(direct_call(c, on_board->sequence, "all_to_all"),
-                               *on_board->moved);
+                               moved_parts(*on_board));
   if (on_board)
     return detail::board_all_to_all(*c.board, on_board->sequence, c.size, c.rank, out.data_ptr(),
                                     chunk_bytes);

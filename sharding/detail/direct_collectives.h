@@ -46,19 +46,15 @@ struct DirectCall {
   const std::string& comm_name;
 };
 
-// What an all-gather or all-to-all moves: part m of `out` (`bytes` at m * bytes) is `bytes` at
-// byte `offset` of member m's input (`mine`, of `mine_bytes`, on this member). The meeting copies
-// this member's own part (own_part) while the others post, and reads the part of each member
-// that posts the same call while it still waits for others (read_posted); the data phase
-// (direct_move) reads the rest. Parts read before a mismatch is seen change only `out`.
+// What an all-gather or all-to-all moves: part m of `out` is `bytes` at byte `offset` of member
+// m's input (`mine` here); parts are read during the meeting as members post, the rest after.
 class MovedParts {
  public:
   MovedParts(int members, int me, const void* mine, size_t mine_bytes, size_t offset, void* out,
              size_t bytes);
   OwnPart own_part() const;
-  // Reads straight from memory the part of every member that has posted collective `sequence`
-  // with this member's fingerprint and is not read yet, and acknowledges it. A part the kernel
-  // refuses is asked of its member in the data phase.
+  // Reads and acknowledges the unread part of every member that has posted `sequence` as this
+  // member did; a part the kernel refuses is asked through MPI in direct_move.
   void read_posted(const FingerprintBoard& board, uint64_t sequence);
 
  private:

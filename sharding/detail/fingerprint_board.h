@@ -1,8 +1,9 @@
 // The fingerprint board: shared memory where each member of a communicator posts the
 // fingerprint of the collective it is about to make and reads the others'. Where all members
 // share one machine, comparing there costs a cache line per member instead of an MPI
-// all-reduce. Nothing moves between members until every member has posted, so a mismatch is
-// still caught before any data does. Small collectives move their data on the board too: each
+// all-reduce. A member reads only from members that posted the same fingerprint, and no member
+// returns or lets its input change before all have posted, so a mismatch is caught on every
+// member before any input is at risk. Small collectives move their data on the board too: each
 // member writes its input into its own region before it posts, and reads the others' once all
 // have posted. Larger ones may post their input's address instead, and members then read each
 // other's inputs directly (process_memory.h) where the kernel lets them.
@@ -56,8 +57,8 @@ class alignas(64) FingerprintBoard {
   // Data written into own_region(sequence) before the call is visible to every member after it,
   // and so is `address` (posted with the fingerprint) as address(member, sequence). `own_part`
   // is copied once this member has posted, whatever the others post (on a mismatch too).
-  // `while_waiting` runs at each look that finds members still missing, until one is seen to
-  // differ: a member may read there the inputs of those that posted the same (posted_same).
+  // `while_waiting` runs at each look that finds members still missing while those compared so
+  // far match: a member may read there the inputs of those that posted the same (posted_same).
   bool agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm comm, const char* op,
              const std::string& comm_name, const void* address = nullptr,
              const OwnPart& own_part = {}, const std::function<void()>& while_waiting = nullptr);

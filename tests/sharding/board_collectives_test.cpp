@@ -462,8 +462,6 @@ TEST_CASE("members disagreeing on a direct collective's shape get an error on ev
                                                 torch::equal(part, torch::full_like(part, m))));
     CHECK(torch::equal(part, torch::full_like(part, written ? static_cast<float>(m) : -1.0f)));
   }
-  if (direct) CHECK(torch::equal(out.narrow(0, me * chunk, chunk),
-                                 torch::full({chunk}, static_cast<float>(me))));
   auto y = torch::full({50000 * n}, static_cast<float>(me));  // still in step
   CHECK(torch::equal(world.all_to_all(y, 0, 0),
                      torch::arange(n).to(torch::kFloat).repeat_interleave(50000)));
@@ -534,8 +532,9 @@ TEST_CASE("a direct collective's members keep their inputs until a slow reader h
   auto world = nnx::Communicator::world();
   const int n = world.size(), me = world.rank();
   if (!direct_expected(world)) return;
-  // The last member starts reading 100 ms late; the others overwrite their inputs as soon as
-  // their calls return, so a member that left before its reader was done shows as -1s.
+  // The last member starts reading 100 ms late (its first read waits, during the meeting or
+  // after it); the others overwrite their inputs as soon as their calls return, so a member that
+  // left before its reader was done shows as -1s.
   auto x = torch::full({50000}, static_cast<float>(me + 1));
   if (me == n - 1) nnx::detail::pause_direct_reads(100);
   auto g = world.all_gather(x, 0);
@@ -566,7 +565,7 @@ TEST_CASE("members read the parts of those that posted the same call while a lat
   const int late = n - 1;
   CAPTURE(me);
   auto come_late = [&] {
-    if (me == late) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (me == late) std::this_thread::sleep_for(std::chrono::milliseconds(600));
   };
   auto opening = torch::ones({4});  // opens the board: its opening would hold the others back
   world.all_reduce_(opening);
@@ -578,23 +577,29 @@ TEST_CASE("members read the parts of those that posted the same call while a lat
     return now - before;
   };
   // While the last member sleeps, every other member reads the parts of the n - 2 others that
-  // are there; the last reads everything after.
+  // are there; the last reads everything after. A look that starts before the last member posts
+  // may find its post while it reads, and read its part then too (n - 1).
+  auto read_early = [&](int64_t at_least) {
+    const int64_t count = since(early, nnx::detail::direct_reads_early());
+    CAPTURE(count);
+    if (me == late) return count == 0;
+    return count >= at_least && count <= at_least + 1;
+  };
   auto x = torch::full({50000}, static_cast<float>(me + 1));
   const auto gathered = (torch::arange(n) + 1).to(torch::kFloat).repeat_interleave(50000);
   come_late();
   CHECK(torch::equal(world.all_gather(x, 0), gathered));
-  CHECK(since(early, nnx::detail::direct_reads_early()) == (me == late ? 0 : n - 2));
+  CHECK(read_early(n - 2));
   auto out = torch::full({50000 * n}, -1.0f);
   come_late();
   world.all_to_all_into(out, direct_rows(n, me));
   CHECK(torch::equal(out, direct_rows_received(n, me)));
-  CHECK(since(early, nnx::detail::direct_reads_early()) == (me == late ? 0 : n - 2));
+  CHECK(read_early(n - 2));
   // A read refused then is asked of its member through MPI once all have posted.
   if (me == 0) nnx::detail::fail_direct_read();
   come_late();
   CHECK(torch::equal(world.all_to_all(direct_rows(n, me), 0, 0), direct_rows_received(n, me)));
-  CHECK(since(early, nnx::detail::direct_reads_early()) ==
-        (me == late ? 0 : me == 0 ? n - 3 : n - 2));
+  CHECK(read_early(me == 0 ? n - 3 : n - 2));
   CHECK(since(asked, nnx::detail::direct_reads_asked()) == (me == 0 ? 1 : 0));
   // A late member that disagrees: the others have read each other's parts, and all throw; the
   // inputs are intact and the next calls are in step.
@@ -602,7 +607,7 @@ TEST_CASE("members read the parts of those that posted the same call while a lat
   auto into = torch::full_like(y, -1.0f);
   come_late();
   CHECK_THROWS_WITH(world.all_to_all_into(into, y), Contains("members disagree on the collective"));
-  CHECK(since(early, nnx::detail::direct_reads_early()) == (me == late ? 0 : n - 2));
+  CHECK(since(early, nnx::detail::direct_reads_early()) == (me == late ? 0 : n - 2));  // never its
   const int64_t chunk = y.numel() / n;
   for (int m = 0; m < n; ++m) {
     CAPTURE(m);
