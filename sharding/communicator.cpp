@@ -402,11 +402,19 @@ detail::MovedParts exchanged_parts(const detail::CommImpl& c, const at::Tensor& 
 using PartsOf = detail::MovedParts (*)(const detail::CommImpl&, const at::Tensor& out,
                                        const at::Tensor& input);
 
-// board_input of a call that only moves data, with its parts (null with a device engine).
+// The parts of a call that only moves data, where no device engine moves it.
+std::optional<detail::MovedParts> parts_for(const detail::DeviceEngine* engine, PartsOf parts_of,
+                                            const detail::CommImpl& c, const at::Tensor& out,
+                                            const at::Tensor& input) {
+  if (engine != nullptr) return std::nullopt;
+  return parts_of(c, out, input);
+}
+
+// board_input of a call that only moves data, with its parts (parts_for).
 BoardInput moving_input(const detail::DeviceEngine* engine, const at::Tensor& input,
-                        detail::MovedParts* moved) {
+                        std::optional<detail::MovedParts>& parts) {
   BoardInput board = board_input(engine, input, true);
-  board.moved = moved;
+  board.moved = parts ? &*parts : nullptr;
   return board;
 }
 
@@ -528,7 +536,7 @@ namespace {
 // `on_board`: agree() put every member's input, or its address, on the board at that sequence.
 void gather_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const at::Tensor& out,
                  const at::Tensor& local, std::optional<OnBoard> on_board) {
-  const auto bytes = static_cast<size_t>(local.numel() * local.element_size());
+  const size_t bytes = input_bytes(local);
   if (on_board && on_board->direct)
     return detail::direct_move(direct_call(c, on_board->sequence, "all_gather"),
                                moved_parts(*on_board));
@@ -566,7 +574,7 @@ void scatter_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const
 
 void exchange_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const at::Tensor& out,
                    const at::Tensor& send, std::optional<OnBoard> on_board) {
-  const auto chunk_bytes = static_cast<size_t>(send.numel() / c.size * send.element_size());
+  const size_t chunk_bytes = input_bytes(send) / c.size;
   if (on_board && on_board->direct)
     return detail::direct_move(direct_call(c, on_board->sequence, "all_to_all"),
                                moved_parts(*on_board));
@@ -635,11 +643,10 @@ void run_into(detail::CommImpl& c, detail::DeviceEngine* engine, const char* op,
   }
   at::Tensor input = into_input(out, tensor);
   std::optional<detail::MovedParts> parts;
-  if (parts_of != nullptr && engine == nullptr) parts.emplace(parts_of(c, out, input));
+  if (parts_of != nullptr) parts = parts_for(engine, parts_of, c, out, input);
   const auto on_board =
       agree(c, op, tensor, 0,
-            parts_of ? moving_input(engine, input, parts ? &*parts : nullptr)
-                     : board_input(engine, input, false));
+            parts_of ? moving_input(engine, input, parts) : board_input(engine, input, false));
   rows(c, engine, out, input, on_board);
 }
 
@@ -663,10 +670,9 @@ at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const
   else
     sizes[0] *= impl_->size;
   at::Tensor out = output_buffer(engine, sizes, tensor.options());
-  std::optional<detail::MovedParts> parts;
-  if (engine == nullptr) parts.emplace(gathered_parts(*impl_, out, local));
-  const auto on_board = agree(*impl_, "all_gather", tensor, dim,
-                              moving_input(engine, local, parts ? &*parts : nullptr));
+  auto parts = parts_for(engine, gathered_parts, *impl_, out, local);
+  const auto on_board =
+      agree(*impl_, "all_gather", tensor, dim, moving_input(engine, local, parts));
   gather_rows(*impl_, engine, out, local, on_board);
   if (tensor.dim() == 0 || dim == 0) return out;
   return torch::cat(out.unbind(0), dim);
@@ -751,10 +757,9 @@ at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
   else
     sizes.insert(sizes.begin(), impl_->size);
   at::Tensor received = output_buffer(engine, sizes, send.options());
-  std::optional<detail::MovedParts> parts;
-  if (engine == nullptr) parts.emplace(exchanged_parts(*impl_, received, send));
+  auto parts = parts_for(engine, exchanged_parts, *impl_, received, send);
   const auto on_board = agree(*impl_, "all_to_all", tensor, split_dim * 64 + concat_dim,
-                              moving_input(engine, send, parts ? &*parts : nullptr));
+                              moving_input(engine, send, parts));
   exchange_rows(*impl_, engine, received, send, on_board);
   if (concat_dim == 0) return received;
   return torch::cat(received.unbind(0), concat_dim);
