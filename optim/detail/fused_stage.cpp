@@ -267,6 +267,10 @@ KernelOp& append(KernelPlan& plan, cuda::StepKind kind, const Scalars& scalars,
   op.kind = kind;
   op.single = scalars(float{});
   op.wide = scalars(double{});
+  for (size_t k = 0; k < op.single.size(); ++k) {  // reduced loops round every scalar
+    op.bfloat16[k] = rd<c10::BFloat16>(op.single[k]);
+    op.float16[k] = rd<c10::Half>(op.single[k]);
+  }
   op.slots = std::move(slots);
   plan.ops.push_back(std::move(op));
   return plan.ops.back();
@@ -376,6 +380,14 @@ class AdamStage final : public SlotStage<AdamStage> {
                             r1, r2, static_cast<T>(eps_root_), static_cast<T>(eps_)};
         },
         {&slot_tensors_of(0), &slot_tensors_of(1)});
+    // Reduced moments are corrected by the rounded corrections (bfloat16) or their rounded
+    // reciprocals (float16), as run() corrects them.
+    auto& op = plan.ops.back();
+    const float c1 = corrections_.first, c2 = corrections_.second;
+    op.bfloat16[4] = rd<c10::BFloat16>(c1);
+    op.bfloat16[5] = rd<c10::BFloat16>(c2);
+    op.float16[4] = rd<c10::Half>(1.0f / rd<c10::Half>(c1));
+    op.float16[5] = rd<c10::Half>(1.0f / rd<c10::Half>(c2));
     return true;
   }
 

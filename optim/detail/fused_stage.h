@@ -30,12 +30,15 @@ inline const Variable& state_entry(const State& s, size_t i) {
 }
 
 // A chain as one launch of nnx's CUDA step kernel (step_kernel.h): each stage appends its
-// operation, in chain order, with its scalars rounded to float and to double as its loop rounds
-// them, and its slot tensors (one per parameter each).
+// operation, in chain order, with its scalars rounded as its loop rounds them for float, double,
+// bfloat16 and float16 blocks (the last two held in float), and its slot tensors (one per
+// parameter each).
 struct KernelOp {
   detail::cuda::StepKind kind;
   std::array<float, 8> single{};
   std::array<double, 8> wide{};
+  std::array<float, 8> bfloat16{};
+  std::array<float, 8> float16{};
   std::vector<const std::vector<at::Tensor>*> slots;
   const std::vector<bool>* selected = nullptr;  // weight decay: the parameters it applies to
 };

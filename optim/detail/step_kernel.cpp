@@ -20,9 +20,17 @@ namespace {
 std::atomic<int64_t> steps_run{0};
 
 #ifdef NNX_WITH_CUDA
-// The plan as the kernel's program in T, each operation's first slot numbered in chain order;
-// false where it has more operations or slots than a launch carries.
-template <class T> bool program_of(const KernelPlan& plan, cuda::StepProgram<T>& program) {
+// How blocks of `dtype` are stored for the kernel.
+cuda::Storage storage_of(at::ScalarType dtype) {
+  if (dtype == at::kBFloat16) return cuda::Storage::bfloat16;
+  if (dtype == at::kHalf) return cuda::Storage::float16;
+  return cuda::Storage::computed;
+}
+
+// The plan as the kernel's program in T on blocks stored as `storage`, each operation's first
+// slot numbered in chain order; false where it has more operations or slots than a launch carries.
+template <class T>
+bool program_of(const KernelPlan& plan, cuda::Storage storage, cuda::StepProgram<T>& program) {
   if (plan.ops.size() > static_cast<size_t>(cuda::kMaxStages)) return false;
   int32_t slots = 0;
   program.count = static_cast<int32_t>(plan.ops.size());
@@ -32,8 +40,13 @@ template <class T> bool program_of(const KernelPlan& plan, cuda::StepProgram<T>&
     to.kind = op.kind;
     to.slot = slots;
     const auto& scalars = [&]() -> const std::array<T, 8>& {
-      if constexpr (std::is_same_v<T, float>) return op.single;
-      else return op.wide;
+      if constexpr (std::is_same_v<T, float>) {
+        if (storage == cuda::Storage::bfloat16) return op.bfloat16;
+        if (storage == cuda::Storage::float16) return op.float16;
+        return op.single;
+      } else {
+        return op.wide;
+      }
     }();
     std::copy(scalars.begin(), scalars.end(), to.s);
     slots += static_cast<int32_t>(op.slots.size());
@@ -72,7 +85,8 @@ void enqueue(const std::vector<cuda::StepBlocks>& blocks, const cuda::StepProgra
     fail(first.device(), "nothing was updated: the CUDA runtime holds an error from earlier work",
          pending);
   void* stream = c10::cuda::getCurrentCUDAStream(first.device().index()).stream();
-  if (const char* error = cuda::enqueue_fused_step(blocks.data(), blocks.size(), program, stream))
+  if (const char* error = cuda::enqueue_fused_step(blocks.data(), blocks.size(), program,
+                                                   storage_of(first.scalar_type()), stream))
     fail(first.device(),
          "the optimizer's step kernel failed to launch (the parameters of launches before it, 32 "
          "each, may have taken this step)",
@@ -86,14 +100,16 @@ bool launch_step(FusedStage& stage, State& params, const State& updates, const S
   // plan after it holds the same operations or fewer (no clipping where the norm is small).
   KernelPlan shape;
   shape.shape_only = true;
+  const cuda::Storage storage = storage_of(state_entry(params, 0).tensor().scalar_type());
   cuda::StepProgram<T> program{};
   // Slots not laid out as the parameters (a model moved devices under its optimizer) take the
   // transformations' update, which says what is wrong.
-  if (!stage.fits(view) || !stage.add_to(shape) || !program_of(shape, program)) return false;
+  if (!stage.fits(view) || !stage.add_to(shape) || !program_of(shape, storage, program))
+    return false;
   stage.prepare();
   KernelPlan plan;
   program = {};
-  NNX_CHECK(stage.add_to(plan) && program_of(plan, program),
+  NNX_CHECK(stage.add_to(plan) && program_of(plan, storage, program),
             "internal: the optimizer's step kernel took a chain's shape but not its plan");
   std::vector<at::Tensor> held;  // gradients and slices, alive until the launch is enqueued
   held.reserve(2 * params.size());  // no reallocation: references into it stay valid
@@ -134,7 +150,10 @@ bool step_kernel_applies(const State& updates, const State& params, const State&
     return false;
   const at::Tensor& first = state_entry(params, 0).tensor();
   const auto dtype = first.scalar_type();
-  if ((dtype != at::kFloat && dtype != at::kDouble) || !first.is_cuda()) return false;
+  if ((dtype != at::kFloat && dtype != at::kDouble && dtype != at::kBFloat16 &&
+       dtype != at::kHalf) ||
+      !first.is_cuda())
+    return false;
   for (size_t i = 0; i < params.size(); ++i) {
     const at::Tensor& p = state_entry(params, i).tensor();
     const at::Tensor& seen = state_entry(view, i).tensor();
@@ -153,9 +172,10 @@ bool step_kernel_applies(const State& updates, const State& params, const State&
 bool run_step_kernel(FusedStage& stage, State& params, const State& updates, const State& view,
                      const std::vector<bool>& sliced, std::vector<at::Tensor>& zero_updates) {
 #ifdef NNX_WITH_CUDA
-  return state_entry(params, 0).tensor().scalar_type() == at::kFloat
-             ? launch_step<float>(stage, params, updates, view, sliced, zero_updates)
-             : launch_step<double>(stage, params, updates, view, sliced, zero_updates);
+  // bfloat16 and float16 blocks are computed in float.
+  return state_entry(params, 0).tensor().scalar_type() == at::kDouble
+             ? launch_step<double>(stage, params, updates, view, sliced, zero_updates)
+             : launch_step<float>(stage, params, updates, view, sliced, zero_updates);
 #else
   return false;
 #endif

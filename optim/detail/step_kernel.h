@@ -1,8 +1,8 @@
 // Every built-in chain (Adam, AdamW, Lion, SGD with or without momentum, RMSProp, with weight
-// decay, clipping and schedules) on CUDA tensors as nnx's own kernel (cuda/fused_step.h): one
-// launch for up to 32 parameters instead of a dozen elementwise kernels per parameter, with the
-// fused pass's arithmetic, so its values equal optax's (and the CPU's) bit for bit. CPU tensors
-// take the fused pass itself.
+// decay, clipping and schedules) on CUDA tensors of float32, float64, bfloat16 or float16 as
+// nnx's own kernel (cuda/fused_step.h): one launch for up to 32 parameters instead of a dozen
+// elementwise kernels per parameter, with the fused pass's arithmetic, so its values equal
+// optax's (and the CPU's) bit for bit. CPU tensors take the fused pass itself.
 #pragma once
 
 #include <nnx/framework/state.h>
@@ -15,8 +15,9 @@ namespace nnx::optim::detail {
 // `view` is what the transformations see of each parameter: the parameter itself, or under
 // ZeRO (`sliced[i]`) this rank's slice of it, which the state and `updates` match.
 
-// True when the kernel may take these updates and parameters: one floating dtype (float32 or
-// float64) on one CUDA device, contiguous parameters, gradients of the shapes in `view`.
+// True when the kernel may take these updates and parameters: one floating dtype (float32,
+// float64, bfloat16 or float16) on one CUDA device, contiguous parameters, gradients of the
+// shapes in `view`.
 bool step_kernel_applies(const State& updates, const State& params, const State& view,
                          const std::vector<bool>& sliced);
 

@@ -14,6 +14,7 @@
 
 #include "optim_test_models.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <tuple>
@@ -76,10 +77,20 @@ at::Tensor gradient_on(const at::Tensor& g, c10::Device device, bool unaligned) 
   return view;
 }
 
+// The spacing of b's dtype at 1.
+double epsilon_of(const at::Tensor& b) {
+  switch (b.scalar_type()) {
+    case torch::kFloat: return 1.1920929e-7;
+    case torch::kBFloat16: return 0.0078125;
+    case torch::kHalf: return 0.0009765625;
+    default: return 2.220446049250313e-16;
+  }
+}
+
 // |a - b| within 16 ulp of |b| and of `before` (the value before the steps: a step's rounding
 // is that of the larger operand) plus 16 ulp of `scale` (how far the values moved).
 bool close(const at::Tensor& a, const at::Tensor& b, double scale, const at::Tensor& before = {}) {
-  const double eps = b.scalar_type() == torch::kFloat ? 1.1920929e-7 : 2.220446049250313e-16;
+  const double eps = epsilon_of(b);
   auto magnitude = b.abs().to(torch::kDouble);
   if (before.defined()) magnitude = torch::maximum(magnitude, before.abs().to(torch::kDouble));
   auto bound = 16 * eps * (magnitude + scale);
@@ -91,16 +102,23 @@ bool close(const at::Tensor& a, const at::Tensor& b, double scale, const at::Ten
 // kernel and `bitwise`, the values are equal; otherwise within the bound, which from zero
 // parameters (values that are the steps alone) holds each step to 16 ulp. Integer gradients
 // (small, so every sum of their squares is exact) instead of random ones where asked.
+// bfloat16 and float16 parameters start at 1/64 of the random values, so that the smallest
+// steps still move every block at their precision; float16 gradients are 1/16 of the others, so
+// that their sums of squares stay inside float16's range (the gradients' norm is taken in the
+// gradients' dtype, as optax takes it).
 template <class Model = Three>
 int64_t compare(const std::function<optim::GradientTransformation()>& make, at::ScalarType dtype,
                 c10::Device device, bool bitwise, bool from_zero = false,
                 bool integer_gradients = false) {
   torch::manual_seed(5);
   Model a(dtype, device), b(dtype, torch::kCPU);
+  const bool reduced = dtype == torch::kBFloat16 || dtype == torch::kHalf;
+  const double gradient_scale = dtype == torch::kHalf ? 1.0 / 16 : 1.0;  // powers of 2: exact
   {
     torch::NoGradGuard no_grad;
     for (const auto& [path, v] : nnx::state(b)) {
       if (from_zero) nnx::state(a).at(path).tensor().zero_();
+      if (reduced) nnx::state(a).at(path).tensor().mul_(1.0 / 64);
       v.tensor().copy_(nnx::state(a).at(path).tensor().cpu());
     }
   }
@@ -112,8 +130,9 @@ int64_t compare(const std::function<optim::GradientTransformation()>& make, at::
   for (int step = 0; step < 5; ++step) {
     nnx::State ga, gb;
     for (const auto& [path, p] : nnx::state(b)) {
-      auto g = integer_gradients ? torch::round(torch::randn_like(p.tensor()) * 4)
-                                 : torch::randn_like(p.tensor()) * (step + 1);
+      auto g = (integer_gradients ? torch::round(torch::randn_like(p.tensor()) * 4)
+                                  : torch::randn_like(p.tensor()) * (step + 1)) *
+               gradient_scale;
       bool unaligned = false;
       if constexpr (requires { Model::kUnalignedGradients; })
         unaligned = Model::kUnalignedGradients && device.is_cuda();
@@ -174,24 +193,36 @@ optim::GradientTransformation halve() {
           nullptr};
 }
 
-std::vector<Case> cases() {
+// Adam's eps for `dtype`: in float16 at least 1e-4, since a smaller one rounds to zero there
+// (or near it) and a gradient whose square underflows then gives an infinite step, in optax too.
+double adam_eps(at::ScalarType dtype, double eps = 1e-8) {
+  return dtype == torch::kHalf ? std::max(eps, 1e-4) : eps;
+}
+
+std::vector<Case> cases(at::ScalarType dtype = torch::kFloat) {
+  const double e8 = adam_eps(dtype), e6 = adam_eps(dtype, 1e-6);
   return {
-      {"adam", [] { return optim::adam(1e-2); }, true},
+      {"adam", [=] { return optim::adam(1e-2, 0.9, 0.999, e8); }, true},
       {"adamw masked, warmup cosine",
-       [] {
-         return optim::adamw(optim::warmup_cosine_decay_schedule(0, 1e-2, 2, 5), 0.9, 0.999, 1e-8,
+       [=] {
+         return optim::adamw(optim::warmup_cosine_decay_schedule(0, 1e-2, 2, 5), 0.9, 0.999, e8,
                              0.1, nnx::PathContains("kernel"));
        },
        true},
-      {"adamw, every parameter decayed", [] { return optim::adamw(3e-3, 0.8, 0.99, 1e-6, 0.05); },
+      {"adamw, every parameter decayed", [=] { return optim::adamw(3e-3, 0.8, 0.99, e6, 0.05); },
        true},
       {"clip then adam",
-       [] { return optim::chain({optim::clip_by_global_norm(1.0), optim::adam(3e-3)}); }, true,
-       false},
+       [=] {
+         return optim::chain({optim::clip_by_global_norm(1.0), optim::adam(3e-3, 0.9, 0.999, e8)});
+       },
+       true, false},
       {"clip that never clips, then adamw",
-       [] { return optim::chain({optim::clip_by_global_norm(1e9), optim::adamw(3e-3)}); }, true},
+       [=] {
+         return optim::chain({optim::clip_by_global_norm(1e9), optim::adamw(3e-3, 0.9, 0.999, e8)});
+       },
+       true},
       {"adam with eps_root",
-       [] { return optim::chain({optim::scale_by_adam(0.8, 0.99, 1e-6, 1e-7), optim::scale(-0.01)}); },
+       [=] { return optim::chain({optim::scale_by_adam(0.8, 0.99, e6, 1e-7), optim::scale(-0.01)}); },
        true},
       {"sgd", [] { return optim::sgd(0.05); }, true},
       {"sgd momentum", [] { return optim::sgd(0.05, 0.9); }, true},
@@ -206,7 +237,7 @@ std::vector<Case> cases() {
        true, false},
       // Not the kernel's: nnx's own pass on the CPU, the transformations' update on a device.
       {"a transformation of the user's, then adam",
-       [] { return optim::chain({halve(), optim::adam(3e-3)}); }, false},
+       [=] { return optim::chain({halve(), optim::adam(3e-3, 0.9, 0.999, e8)}); }, false},
       // Clipping counts as a stage whether it clips or not (here it never does), so that the
       // kernel declines the chain on every step, not only where the norm is large.
       {"a clip that never clips and eight stages",
@@ -226,6 +257,19 @@ std::vector<Case> cases() {
        false},
   };
 }
+
+// The dtypes the kernel takes, each against nnx's own pass on the CPU: float16 where that pass
+// takes it (CPUs with AVX2 and F16C).
+std::vector<at::ScalarType> kernel_dtypes() {
+  std::vector<at::ScalarType> dtypes{torch::kFloat, torch::kDouble, torch::kBFloat16};
+  if (optim::detail::float16_lanes()) dtypes.push_back(torch::kHalf);
+  else WARN("float16 left out: the CPU's fused pass takes it only with AVX2 and F16C");
+  return dtypes;
+}
+
+// x rounded to bfloat16 and to float16 (to nearest, ties to even), widened back.
+float as_bfloat16(float x) { return static_cast<float>(c10::BFloat16(x)); }
+float as_float16(float x) { return static_cast<float>(c10::Half(x)); }
 
 }  // namespace
 
@@ -278,14 +322,28 @@ TEST_CASE("A chain's stages give the kernel their operations, scalars, slots and
     CHECK(plan.ops[0].single[4] == optim::detail::bias_reciprocal<float>(0.8, 1));
     CHECK(plan.ops[0].wide[5] == optim::detail::bias_reciprocal<double>(0.99, 1));
     CHECK(plan.ops[0].single[7] == 1e-6f);
+    INFO("bfloat16 and float16 blocks: every scalar rounded to them; the bias corrections as "
+         "the reduced loops take them (the rounded 1 - b^t, and its rounded reciprocal)");
+    CHECK(plan.ops[0].bfloat16[0] == as_bfloat16(static_cast<float>(1 - 0.8)));
+    CHECK(plan.ops[0].float16[3] == as_float16(0.99f));
+    CHECK(plan.ops[0].bfloat16[7] == as_bfloat16(1e-6f));
+    CHECK(plan.ops[0].float16[7] == as_float16(1e-6f));
+    for (int k : {4, 5}) {
+      const float c = optim::detail::bias_correction<float>(k == 4 ? 0.8 : 0.99, 1);
+      CHECK(plan.ops[0].bfloat16[k] == as_bfloat16(c));
+      CHECK(plan.ops[0].float16[k] == as_float16(1.0f / as_float16(c)));
+    }
+    CHECK(plan.ops[0].bfloat16[5] != as_bfloat16(plan.ops[0].single[5]));  // not the reciprocal
     REQUIRE(plan.ops[0].slots.size() == 2);
     CHECK(plan.ops[0].slots[0]->size() == 3);
     CHECK(plan.ops[1].kind == Kind::decay);
     CHECK(plan.ops[1].wide[0] == 0.1);
+    CHECK(plan.ops[1].bfloat16[0] == as_bfloat16(0.1f));
     REQUIRE(plan.ops[1].selected != nullptr);
     CHECK(*plan.ops[1].selected == std::vector<bool>{true, false, false});
     CHECK(plan.ops[2].kind == Kind::scale);
     CHECK(plan.ops[2].wide[0] == -1e-2);
+    CHECK(plan.ops[2].float16[0] == as_float16(-1e-2f));
   }
   {
     INFO("sgd with Nesterov momentum: a trace with its slot, then the scale");
@@ -325,8 +383,8 @@ TEST_CASE("Built-in chains on CUDA tensors take nnx's kernel, equal to the CPU's
     WARN("no CUDA device: skipped");
     return;
   }
-  for (auto dtype : {torch::kFloat, torch::kDouble})
-    for (const auto& c : cases()) {
+  for (auto dtype : kernel_dtypes())
+    for (const auto& c : cases(dtype)) {
       INFO(c.name << " in " << c10::toString(dtype));
       const c10::Device cuda(torch::kCUDA, 0);
       const int64_t expected = c.built_in ? 5 : 0;
@@ -345,8 +403,11 @@ TEST_CASE("The CUDA kernel's blocks go round their grid on a large parameter, bi
     WARN("no CUDA device: skipped");
     return;
   }
-  CHECK(compare<Large>([] { return optim::adamw(1e-3); }, torch::kFloat,
-                       c10::Device(torch::kCUDA, 0), true) == 5);
+  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    INFO(c10::toString(dtype));
+    CHECK(compare<Large>([] { return optim::adamw(1e-3); }, dtype, c10::Device(torch::kCUDA, 0),
+                         true) == 5);
+  }
 }
 
 TEST_CASE("Parameters or gradients at unaligned addresses take the kernel lane by lane, bit for bit",
@@ -356,17 +417,20 @@ TEST_CASE("Parameters or gradients at unaligned addresses take the kernel lane b
     return;
   }
   const c10::Device cuda(torch::kCUDA, 0);
-  for (auto dtype : {torch::kFloat, torch::kDouble}) {
+  for (auto dtype : kernel_dtypes()) {
     INFO(c10::toString(dtype));
     Unaligned probe(dtype, cuda);
     for (const auto& p : probe.blocks)
       REQUIRE(reinterpret_cast<uintptr_t>(p.tensor().data_ptr()) % 16 != 0);
-    CHECK(compare<Unaligned>([] { return optim::adamw(1e-3); }, dtype, cuda, true) == 5);
+    const double eps = adam_eps(dtype);
+    CHECK(compare<Unaligned>([=] { return optim::adamw(1e-3, 0.9, 0.999, eps); }, dtype, cuda,
+                             true) == 5);
     CHECK(compare<Unaligned>([] { return optim::sgd(1e-2, 0.9, true); }, dtype, cuda, true) == 5);
     INFO("aligned parameters, gradients at odd offsets");
     UnalignedGradients aligned(dtype, cuda);
     for (const auto& p : aligned.blocks)
       REQUIRE(reinterpret_cast<uintptr_t>(p.tensor().data_ptr()) % 16 == 0);
-    CHECK(compare<UnalignedGradients>([] { return optim::adamw(1e-3); }, dtype, cuda, true) == 5);
+    CHECK(compare<UnalignedGradients>([=] { return optim::adamw(1e-3, 0.9, 0.999, eps); }, dtype,
+                                      cuda, true) == 5);
   }
 }

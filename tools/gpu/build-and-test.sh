@@ -6,12 +6,14 @@
 #   figures: the [gpu] cases; the seed guide's losses on the GPU against the CPU; the peak GPU
 #            memory of sharded init; the GPU benchmarks (nnx, plain LibTorch, Flax NNX under jit);
 #   cases, benchmarks: the [gpu] cases alone; the benchmarks of nnx, plain LibTorch and PyTorch's
-#            optimizers alone;
+#            optimizers alone (the optimizers in float32, bfloat16 and float16);
+#   optimizers: the optimizer benchmarks alone;
 #   suites:  the single-process suite on the GPU (NNX_DEVICE=cuda, NCCL); the 2- and 4-rank
 #            suites sharing the GPU, through the MPI engine's host staging;
 #   compare: builds from other trees (e.g. a kernel before and after a change) in .gpu/compare:
 #            nnx_tests* run the [gpu] cases; bench_* (bench_device_optimizers) run in turn,
-#            three rounds; then PyTorch's optimizers (logs compare_*.log, left out of
+#            three rounds, in NNX_COMPARE_DTYPE (float32, bfloat16, float16; default float32);
+#            then PyTorch's optimizers (logs compare_*.log, left out of
 #            benchmarks.jsonl);
 #   zero:    the ZeRO tests on 8 ranks sharing the GPU;
 #   by_file: the suites on 1, 2 and 4 ranks with each test file in a process of its own (one
@@ -118,12 +120,16 @@ gpu_cases() { step gpu_cases 90 env NNX_DEVICE=cuda "$tests" "[gpu]"; }
 bench_nnx() { step "bench_$1" 90 env NNX_DEVICE=cuda "$bench_train" "$1" 20; }  # and LibTorch
 # The optimizer step alone: nnx's kernel, the same chains by tensor ops, LibTorch's, PyTorch's.
 optimizer_benchmarks() {
-  step bench_optimizers 90 env NNX_DEVICE=cuda "$bench_opt" 50
-  step torch_optimizers 90 python3 "$root/tools/bench/peers/torch_optimizers_device.py" --steps 50
+  local dtype
+  for dtype in float32 bfloat16 float16; do
+    step "bench_optimizers_$dtype" 90 env NNX_DEVICE=cuda "$bench_opt" 50 "dtype=$dtype"
+    step "torch_optimizers_$dtype" 90 python3 \
+      "$root/tools/bench/peers/torch_optimizers_device.py" --steps 50 --dtype "$dtype"
+  done
 }
 nnx_benchmarks() { bench_nnx dot_relu_dot; bench_nnx gpt; optimizer_benchmarks; }
 compare_builds() {  # builds of the optimizer benchmark (and of the tests) from other trees
-  local round program found=0
+  local round program found=0 compare_args="dtype=${NNX_COMPARE_DTYPE:-float32}"
   shopt -s nullglob
   for program in "$root"/.gpu/compare/nnx_tests*; do
     step "compare_cases_${program##*/}" 90 env NNX_DEVICE=cuda "$program" "[gpu]"
@@ -131,7 +137,7 @@ compare_builds() {  # builds of the optimizer benchmark (and of the tests) from 
   for round in 1 2 3; do
     for program in "$root"/.gpu/compare/bench_*; do
       found=1
-      step "compare_${program##*/}_$round" 60 env NNX_DEVICE=cuda "$program" 50
+      step "compare_${program##*/}_$round" 60 env NNX_DEVICE=cuda "$program" 50 $compare_args
     done
   done
   shopt -u nullglob
@@ -140,7 +146,7 @@ compare_builds() {  # builds of the optimizer benchmark (and of the tests) from 
     failed+=(compare)
   fi
   step compare_torch_optimizers 90 python3 "$root/tools/bench/peers/torch_optimizers_device.py" \
-    --steps 50
+    --steps 50 --dtype "${NNX_COMPARE_DTYPE:-float32}"
 }
 
 figures() {
@@ -223,12 +229,13 @@ for phase in "${phases[@]}"; do
     figures) figures ;;
     cases) gpu_cases ;;
     benchmarks) nnx_benchmarks ;;
+    optimizers) optimizer_benchmarks ;;
     suites) suites ;;
     compare) compare_builds ;;
     zero) zero_ranks8 ;;
     ctest) ctest_cpu ;;
     by_file) by_file ;;
-    *) echo "unknown phase '$phase' (figures, cases, benchmarks, suites, compare, zero, by_file, ctest)"; failed+=("$phase") ;;
+    *) echo "unknown phase '$phase' (figures, cases, benchmarks, optimizers, suites, compare, zero, by_file, ctest)"; failed+=("$phase") ;;
   esac
 done
 echo "logs in $logs, packed into $out/gpu-logs.tgz"
