@@ -267,6 +267,13 @@ std::vector<at::ScalarType> kernel_dtypes() {
   return dtypes;
 }
 
+// True where there is a CUDA device; else the case says it is skipped.
+bool has_gpu() {
+  if (nnx::cuda_device_count() > 0) return true;
+  WARN("no CUDA device: skipped");
+  return false;
+}
+
 // x rounded to bfloat16 and to float16 (to nearest, ties to even), widened back.
 float as_bfloat16(float x) { return static_cast<float>(c10::BFloat16(x)); }
 float as_float16(float x) { return static_cast<float>(c10::Half(x)); }
@@ -379,10 +386,7 @@ TEST_CASE("A chain's stages give the kernel their operations, scalars, slots and
 
 TEST_CASE("Built-in chains on CUDA tensors take nnx's kernel, equal to the CPU's pass bit for bit",
           "[gpu]") {
-  if (nnx::cuda_device_count() == 0) {
-    WARN("no CUDA device: skipped");
-    return;
-  }
+  if (!has_gpu()) return;
   for (auto dtype : kernel_dtypes())
     for (const auto& c : cases(dtype)) {
       INFO(c.name << " in " << c10::toString(dtype));
@@ -399,10 +403,7 @@ TEST_CASE("Built-in chains on CUDA tensors take nnx's kernel, equal to the CPU's
 }
 
 TEST_CASE("The CUDA kernel's blocks go round their grid on a large parameter, bit for bit", "[gpu]") {
-  if (nnx::cuda_device_count() == 0) {
-    WARN("no CUDA device: skipped");
-    return;
-  }
+  if (!has_gpu()) return;
   for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
     INFO(c10::toString(dtype));
     CHECK(compare<Large>([] { return optim::adamw(1e-3); }, dtype, c10::Device(torch::kCUDA, 0),
@@ -412,10 +413,7 @@ TEST_CASE("The CUDA kernel's blocks go round their grid on a large parameter, bi
 
 TEST_CASE("Parameters or gradients at unaligned addresses take the kernel lane by lane, bit for bit",
           "[gpu]") {
-  if (nnx::cuda_device_count() == 0) {
-    WARN("no CUDA device: skipped");
-    return;
-  }
+  if (!has_gpu()) return;
   const c10::Device cuda(torch::kCUDA, 0);
   for (auto dtype : kernel_dtypes()) {
     INFO(c10::toString(dtype));
@@ -440,10 +438,7 @@ TEST_CASE("Parameters or gradients at unaligned addresses take the kernel lane b
 // through the kernel and through the CPU's pass (run_fused with add = false), in every dtype.
 TEST_CASE("ZeRO slices: the kernel's update of each slice equals the CPU pass's, bit for bit",
           "[gpu]") {
-  if (nnx::cuda_device_count() == 0) {
-    WARN("no CUDA device: skipped");
-    return;
-  }
+  if (!has_gpu()) return;
   const c10::Device cuda(torch::kCUDA, 0);
   for (auto dtype : kernel_dtypes()) {
     INFO(c10::toString(dtype));
