@@ -2,7 +2,7 @@
 // decay, clipping and schedules) on CUDA tensors of float32, float64, bfloat16 or float16 as
 // nnx's own kernel (cuda/fused_step.h): one launch for up to 32 parameters instead of a dozen
 // elementwise kernels per parameter, with the fused pass's arithmetic, so its values equal
-// optax's (and the CPU's) bit for bit. CPU tensors take the fused pass itself.
+// optax's (and the CPU's) bit for bit, NaNs aside. CPU tensors take the fused pass itself.
 #pragma once
 
 #include <nnx/framework/state.h>

@@ -5,10 +5,10 @@
 // The three alternate step by step. First, global_norm against the same sums of squares in
 // LibTorch. Usage: bench_device_optimizers [steps=50] [d_model=1024] [blocks=4]
 // [dtype=float32|bfloat16|float16] (the parameters', gradients' and slots' dtype; the global
-// norm part stays float32). Prints JSON
-// lines: median ms per call of each and the ratios nnx / LibTorch and nnx / tensor ops; for
-// nnx's step also the host's share (until the call returns) and the mean of `steps` steps run
-// back to back with one wait at the end, as a training loop runs them.
+// norm part stays float32). Prints JSON lines: median ms per call of each and the ratios
+// nnx / LibTorch and nnx / tensor ops; for nnx's step also the host's share (until the call
+// returns) and the mean of `steps` steps run back to back with one wait at the end, as a
+// training loop runs them.
 #include <nnx/nnx.h>
 
 #include <torch/cuda.h>

@@ -129,7 +129,9 @@ optimizer_benchmarks() {
 }
 nnx_benchmarks() { bench_nnx dot_relu_dot; bench_nnx gpt; optimizer_benchmarks; }
 compare_builds() {  # builds of the optimizer benchmark (and of the tests) from other trees
-  local round program found=0 compare_args="dtype=${NNX_COMPARE_DTYPE:-float32}"
+  local round program found=0 compare_args=
+  # A dtype only where asked: builds of older trees take no dtype argument.
+  [ -n "${NNX_COMPARE_DTYPE:-}" ] && compare_args="dtype=$NNX_COMPARE_DTYPE"
   shopt -s nullglob
   for program in "$root"/.gpu/compare/nnx_tests*; do
     step "compare_cases_${program##*/}" 90 env NNX_DEVICE=cuda "$program" "[gpu]"

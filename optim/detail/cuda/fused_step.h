@@ -2,7 +2,7 @@
 // Lion, decoupled weight decay, clipping) and the parameter update in one kernel over many
 // tensors of float32, float64, bfloat16 or float16. Each stage's arithmetic is that of the fused
 // pass (fused_stage.cpp) operation for operation, so its values equal the CPU's and optax's bit
-// for bit. Plain C++: this header is shared by the .cu and LibTorch sources.
+// for bit (NaNs aside). Plain C++: this header is shared by the .cu and LibTorch sources.
 #pragma once
 
 #include <cstddef>

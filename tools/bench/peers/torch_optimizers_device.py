@@ -1,7 +1,7 @@
 """PyTorch's own optimizer steps on one GPU, at their fastest (fused=True where PyTorch has a
 fused kernel, else foreach), on the parameters bench_device_optimizers uses (a GPT stack of
-d_model 1024 and 4 blocks), in float32, bfloat16 or float16. optax's Lion has no PyTorch peer. Prints one JSON line per chain:
-median ms per step after 3 warm-up steps, the host's share (until step() returns), and the mean
+d_model 1024 and 4 blocks), in float32, bfloat16 or float16. optax's Lion has no PyTorch peer.
+Prints one JSON line per chain: median ms per step after 3 warm-up steps, the host's share (until step() returns), and the mean
 of --steps steps run back to back with one wait at the end. Refuses to run off a GPU unless
 --allow-cpu.
 
@@ -78,7 +78,8 @@ def main():
         back_to_back = (time.perf_counter() - t0) * 1e3 / args.steps
         mode = "foreach" if name == "rmsprop" or device != "cuda" else "fused"
         print(json.dumps({"bench": "device_optimizers", "chain": name, "system": f"pytorch_{mode}",
-                          "device": device, "dtype": args.dtype, "parameters": sum(p.numel() for p in params),
+                          "device": device, "dtype": args.dtype,
+                          "parameters": sum(p.numel() for p in params),
                           "steps": args.steps, "ms": round(statistics.median(times), 3),
                           "host_ms": round(statistics.median(host), 3),
                           "back_to_back_ms": round(back_to_back, 3)}))
