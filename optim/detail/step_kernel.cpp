@@ -79,14 +79,14 @@ cuda::StepBlocks blocks_of(const KernelPlan& plan, size_t i, const at::Tensor& p
 
 template <class T>
 void enqueue(const std::vector<cuda::StepBlocks>& blocks, const cuda::StepProgram<T>& program,
-             const at::Tensor& first) {
+             cuda::Storage storage, const at::Tensor& first) {
   const c10::cuda::CUDAGuard guard(first.device());
   if (const char* pending = cuda::pending_error())
     fail(first.device(), "nothing was updated: the CUDA runtime holds an error from earlier work",
          pending);
   void* stream = c10::cuda::getCurrentCUDAStream(first.device().index()).stream();
   if (const char* error = cuda::enqueue_fused_step(blocks.data(), blocks.size(), program,
-                                                   storage_of(first.scalar_type()), stream))
+                                                   storage, stream))
     fail(first.device(),
          "the optimizer's step kernel failed to launch (the parameters of launches before it, 32 "
          "each, may have taken this step)",
@@ -127,7 +127,7 @@ bool launch_step(FusedStage& stage, State& params, const State& updates, const S
     }
     ++i;
   }
-  enqueue(blocks, program, state_entry(params, 0).tensor());
+  enqueue(blocks, program, storage, state_entry(params, 0).tensor());
   // Written in place as an in-place op would be: a graph that saved a parameter sees the change.
   i = 0;
   for (auto& [path, variable] : params)
