@@ -17,7 +17,10 @@
 // MPI call into buffers of its own gives the spread of like against like there
 // (first_call_again_ratio). The three lone calls take turns at each place in a sample. Those two
 // ratios time rank 0; first_call_all_ratio and first_call_all_again_ratio time the slowest
-// member of each lone call instead (when every member has its result).
+// member of each lone call instead (when every member has its result); first_call_members gives
+// each member's own ratio, and first_call_mean_ratio (and _again_) the members' medians summed,
+// nnx's over MPI's. Rank 0 leaves MPI's barrier first, so its lone call waits the longest for
+// the others.
 #include <nnx/nnx.h>
 
 #include <mpi.h>
@@ -152,7 +155,19 @@ int main(int argc, char** argv) {
       const double mpi_all_s = nnx_bench::median(mpi_all_times);
       const double all_ratio = nnx_bench::median(into_all_times) / mpi_all_s;
       const double all_again_ratio = nnx_bench::median(again_all_times) / mpi_all_s;
+      // Each member's lone-call medians (MPI, MPI again, nnx), gathered on rank 0.
+      const std::array<double, 3> own{mpi_first_s, nnx_bench::median(again_first_times),
+                                      nnx_bench::median(into_first_times)};
+      std::vector<double> members(3 * static_cast<size_t>(n));
+      MPI_Gather(own.data(), 3, MPI_DOUBLE, members.data(), 3, MPI_DOUBLE, 0, MPI_COMM_WORLD);
       if (world.rank() != 0) continue;
+      std::array<double, 3> summed{};
+      std::string member_ratios;
+      for (int m = 0; m < n; ++m) {
+        for (int s = 0; s < 3; ++s) summed[s] += members[3 * m + s];
+        member_ratios +=
+            fmt::format("{}{:.3f}", m == 0 ? "" : ", ", members[3 * m + 2] / members[3 * m]);
+      }
       std::string line = fmt::format(
           "{{\"bench\": \"collectives\", \"op\": \"{}\", \"ranks\": {}, \"bytes\": {}, "
           "\"calls_per_sample\": {}, \"mpi_us\": {:.2f}, \"mpi_again_ratio\": {:.3f}, "
@@ -168,6 +183,10 @@ int main(int argc, char** argv) {
       line += fmt::format(
           ", \"first_call_all_ratio\": {:.3f}, \"first_call_all_again_ratio\": {:.3f}",
           all_ratio, all_again_ratio);
+      line += fmt::format(
+          ", \"first_call_members\": [{}], \"first_call_mean_ratio\": {:.3f}, "
+          "\"first_call_mean_again_ratio\": {:.3f}",
+          member_ratios, summed[2] / summed[0], summed[1] / summed[0]);
       fmt::print("{}}}\n", line);
     }
   }
