@@ -1,8 +1,10 @@
 // Collective throughput of nnx's Communicator against raw MPI calls on the same bytes, for
 // sizes 4 KiB to 64 MiB. Run under mpirun -np 2 or 4. Prints one JSON line per (op, size).
 // Arguments, all optional: the largest size in bytes, a comma-separated list of the ops to time
-// (`all`, the default, times all five), the smallest size (4 KiB by default), and the fewest
-// calls per batch (8 by default).
+// (`all`, the default, times all five), the smallest size (4 KiB by default), the fewest calls
+// per batch (8 by default), and `fresh` to have each member write its input before every call
+// of every system, as a train step's gradients are written just before they are sent (by
+// default the input stays as first written; write_us is one such write alone).
 //
 // Allocation policy, stated per column:
 //   mpi       MPI into buffers allocated once, before timing; run twice, each run into buffers
@@ -33,6 +35,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <string>
 
@@ -44,12 +47,27 @@ int main(int argc, char** argv) {
   const std::string only = wanted == "all" ? "" : "," + wanted + ",";
   const int64_t min_bytes = argc > 3 ? std::stoll(argv[3]) : (4 << 10);
   const int min_calls = argc > 4 ? std::max(1, std::stoi(argv[4])) : 8;
+  const bool fresh = argc > 5 && std::string(argv[5]) == "fresh";
   for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
     const int64_t count = bytes / 4;  // float32 elements, a multiple of n for n in 1, 2, 4
     const int calls =
         std::max(min_calls, std::clamp<int>(static_cast<int>((1 << 20) / bytes), 1, 100));
     const int samples = bytes <= (16 << 20) ? 30 : 12;  // multiples of 3: see the lone calls
     auto x = torch::randn({count});
+    // A fresh input: written by this member just before the call, so its lines are in this
+    // core's cache, modified, as a just-computed gradient's are.
+    auto write_input = [&](int i) { std::memset(x.data_ptr(), i & 1, x.nbytes()); };
+    double write_us = 0;
+    if (fresh) {
+      std::vector<double> writes;
+      for (int i = 0; i < 100; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        write_input(i);
+        const auto t1 = std::chrono::steady_clock::now();
+        writes.push_back(std::chrono::duration<double>(t1 - t0).count());
+      }
+      write_us = nnx_bench::median(writes) * 1e6;
+    }
     // Each system writes its own outputs: a buffer that the system before it has just written
     // would still be warm in the cache. y is summed in place call after call: zeros keep it finite.
     struct Outputs {
@@ -117,7 +135,10 @@ int main(int argc, char** argv) {
       auto batch = [&](std::function<void()>& call, int count) {
         MPI_Barrier(MPI_COMM_WORLD);
         auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < count; ++i) call();
+        for (int i = 0; i < count; ++i) {
+          if (fresh) write_input(i);
+          call();
+        }
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
                count;
       };
@@ -170,9 +191,11 @@ int main(int argc, char** argv) {
       }
       std::string line = fmt::format(
           "{{\"bench\": \"collectives\", \"op\": \"{}\", \"ranks\": {}, \"bytes\": {}, "
-          "\"calls_per_sample\": {}, \"mpi_us\": {:.2f}, \"mpi_again_ratio\": {:.3f}, "
-          "\"into_us\": {:.2f}, \"into_ratio\": {:.3f}",
-          op.name, n, bytes, calls, mpi_us, again_us / mpi_us, into_us, into_us / mpi_us);
+          "\"inputs\": \"{}\", \"calls_per_sample\": {}, \"mpi_us\": {:.2f}, "
+          "\"mpi_again_ratio\": {:.3f}, \"into_us\": {:.2f}, \"into_ratio\": {:.3f}",
+          op.name, n, bytes, fresh ? "fresh" : "kept", calls, mpi_us, again_us / mpi_us, into_us,
+          into_us / mpi_us);
+      if (fresh) line += fmt::format(", \"write_us\": {:.2f}", write_us);
       if (op.returning) {
         const double returning = nnx_bench::median(times[3]) * 1e6;
         line += fmt::format(", \"returning_us\": {:.2f}, \"returning_ratio\": {:.3f}",
