@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
     const int samples = bytes <= (16 << 20) ? 30 : 12;  // multiples of 3: see the lone calls
     auto x = torch::randn({count});
     // A fresh input: written by this member just before the call, so its lines are in this
-    // core's cache, modified, as a just-computed gradient's are.
+    // core's cache, modified, as a just-computed gradient's are. (All-reduces sum y in place,
+    // fresh either way: for them the write only adds its time to every system alike.)
     auto write_input = [&](int i) { std::memset(x.data_ptr(), i & 1, x.nbytes()); };
     double write_us = 0;
     if (fresh) {
