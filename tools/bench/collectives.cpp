@@ -58,17 +58,9 @@ int main(int argc, char** argv) {
     // core's cache, modified, as a just-computed gradient's are. (All-reduces sum y in place,
     // fresh either way: for them the write only adds its time to every system alike.)
     auto write_input = [&](int i) { std::memset(x.data_ptr(), i & 1, x.nbytes()); };
-    double write_us = 0;
-    if (fresh) {
-      std::vector<double> writes;
-      for (int i = 0; i < 100; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        write_input(i);
-        const auto t1 = std::chrono::steady_clock::now();
-        writes.push_back(std::chrono::duration<double>(t1 - t0).count());
-      }
-      write_us = nnx_bench::median(writes) * 1e6;
-    }
+    const double write_us =
+        fresh ? nnx_bench::median_seconds([&, i = 0]() mutable { write_input(i++); }, 100, 0) * 1e6
+              : 0;
     // Each system writes its own outputs: a buffer that the system before it has just written
     // would still be warm in the cache. y is summed in place call after call: zeros keep it finite.
     struct Outputs {
