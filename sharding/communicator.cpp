@@ -260,10 +260,26 @@ struct BoardInput {
   bool moves_only = false;
   int direct_meetings = -1;
   bool stageable = false;  // an all-reduce, which may go through the staging area instead
+  bool gathers = false;    // an all-gather (board_room)
   // Where members read directly, the parts of a call that only moves data (an all-gather's or an
   // all-to-all's), some moved while the others post.
   detail::MovedParts* moved = nullptr;
 };
+
+// Bytes of `input` per member that go on the board. On two members an all-gather reads its
+// peer's input directly above 4 KiB where it can: a single copy, where the board copies in and
+// out. With inputs unchanged since the last call (an all-gather of parameters repeated in a
+// backward pass) the direct read took 0.59-0.69 of MPI's time at 8-16 KiB, the board 0.96-1.43;
+// with inputs just written, 0.70-0.72 and 0.60-0.73 (docs/benchmarks.md). On more members, and
+// for all-to-alls, the board won either way.
+constexpr size_t kTwoMemberGatherRoom = 4 << 10;
+size_t board_room(const detail::CommImpl& c, const BoardInput& input) {
+  if (!c.board) return 0;
+  const size_t room = c.board->capacity() / (input.moves_only ? 4 : 1);
+  const bool readable =
+      input.bytes > 0 && static_cast<size_t>(input.bytes) <= c.board->direct_limit();
+  return input.gathers && c.size == 2 && readable ? std::min(room, kTwoMemberGatherRoom) : room;
+}
 
 // All members must call the same collective on the same dtype and shape: checked by fingerprint
 // always, and in full (every rank's call and, in debug mode, its call path) in debug mode or
@@ -294,7 +310,7 @@ std::optional<OnBoard> agree(detail::CommImpl& c, const char* op, const at::Tens
   if (!full) {
     if (!fingerprinting()) return std::nullopt;
     open_board(c, op);
-    const size_t room = c.board ? c.board->capacity() / (input.moves_only ? 4 : 1) : 0;
+    const size_t room = board_room(c, input);
     const auto bytes = static_cast<size_t>(input.bytes);
     const bool on_board = c.board && input.bytes >= 0 && bytes <= room;
     const bool through_staging = c.board && input.stageable && input.data != nullptr &&
@@ -410,11 +426,13 @@ std::optional<detail::MovedParts> parts_for(const detail::DeviceEngine* engine, 
   return parts_of(c, out, input);
 }
 
-// board_input of a call that only moves data, with its parts (parts_for).
+// board_input of a call that only moves data, with its parts (parts_for); `gathers` for an
+// all-gather.
 BoardInput moving_input(const detail::DeviceEngine* engine, const at::Tensor& input,
-                        std::optional<detail::MovedParts>& parts) {
+                        std::optional<detail::MovedParts>& parts, bool gathers) {
   BoardInput board = board_input(engine, input, true);
   board.moved = parts ? &*parts : nullptr;
+  board.gathers = gathers;
   return board;
 }
 
@@ -646,7 +664,8 @@ void run_into(detail::CommImpl& c, detail::DeviceEngine* engine, const char* op,
   if (parts_of != nullptr) parts = parts_for(engine, parts_of, c, out, input);
   const auto on_board =
       agree(c, op, tensor, 0,
-            parts_of ? moving_input(engine, input, parts) : board_input(engine, input, false));
+            parts_of ? moving_input(engine, input, parts, parts_of == gathered_parts)
+                     : board_input(engine, input, false));
   rows(c, engine, out, input, on_board);
 }
 
@@ -672,7 +691,7 @@ at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const
   at::Tensor out = output_buffer(engine, sizes, tensor.options());
   auto parts = parts_for(engine, gathered_parts, *impl_, out, local);
   const auto on_board =
-      agree(*impl_, "all_gather", tensor, dim, moving_input(engine, local, parts));
+      agree(*impl_, "all_gather", tensor, dim, moving_input(engine, local, parts, true));
   gather_rows(*impl_, engine, out, local, on_board);
   if (tensor.dim() == 0 || dim == 0) return out;
   return torch::cat(out.unbind(0), dim);
@@ -759,7 +778,7 @@ at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
   at::Tensor received = output_buffer(engine, sizes, send.options());
   auto parts = parts_for(engine, exchanged_parts, *impl_, received, send);
   const auto on_board = agree(*impl_, "all_to_all", tensor, split_dim * 64 + concat_dim,
-                              moving_input(engine, send, parts));
+                              moving_input(engine, send, parts, false));
   exchange_rows(*impl_, engine, received, send, on_board);
   if (concat_dim == 0) return received;
   return torch::cat(received.unbind(0), concat_dim);

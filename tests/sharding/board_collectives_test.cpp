@@ -175,20 +175,24 @@ TEST_CASE("collectives on the board, by direct reads and through MPI equal their
     world.barrier();
 
     // Which path ran: reductions on the board up to 64 KiB per member, collectives that only
-    // move data up to 16 KiB; all-reduces above that through the staging area up to 1 MiB;
-    // the rest by direct reads (up to 64 MiB, more than these reach).
+    // move data up to 16 KiB, except all-gathers on two members, up to 4 KiB where they can read
+    // directly; all-reduces above that through the staging area up to 1 MiB; the rest by direct
+    // reads (up to 64 MiB, more than these reach).
     const int64_t bytes = rows * mine.element_size();
-    const int scatters = dtype != at::kByte ? 2 : 0, moves = 5 + n;
+    const int scatters = dtype != at::kByte ? 2 : 0, gathers = 2, other_moves = 3 + n;
     const int all_reduces = dtype != at::kByte ? 3 : 2;  // bytes' sums are skipped
     const int reductions = scatters + all_reduces;
-    const int on_board =
-        (bytes <= (64 << 10) ? reductions : 0) + (bytes <= (16 << 10) ? moves : 0);
+    const int64_t gather_room = n == 2 && direct ? (4 << 10) : (16 << 10);
+    const int on_board = (bytes <= (64 << 10) ? reductions : 0) +
+                         (bytes <= gather_room ? gathers : 0) +
+                         (bytes <= (16 << 10) ? other_moves : 0);
     const int staged = staging_expected() && staged_size(bytes) ? all_reduces : 0;
     CHECK(nnx::detail::board_collectives_run() - board_before ==
           (board_expected() ? on_board : 0));
     CHECK(nnx::detail::staged_all_reduces_run() - staged_before == staged);
     CHECK(nnx::detail::direct_collectives_run() - direct_before ==
-          (direct ? (bytes > (16 << 10) ? moves : 0) +
+          (direct ? (bytes > gather_room ? gathers : 0) +
+                        (bytes > (16 << 10) ? other_moves : 0) +
                         (bytes > (64 << 10) ? reductions - staged : 0)
                   : 0));
   }
