@@ -27,8 +27,8 @@ inline double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-// Median seconds of `reps` calls of fn after `warmup` calls.
-template <class Fn> double median_seconds(Fn&& fn, int reps, int warmup = 3) {
+// Seconds of each of `reps` calls of fn after `warmup` calls.
+template <class Fn> std::vector<double> seconds_of_calls(Fn&& fn, int reps, int warmup = 3) {
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> times;
   times.reserve(reps);
@@ -38,7 +38,12 @@ template <class Fn> double median_seconds(Fn&& fn, int reps, int warmup = 3) {
     auto t1 = std::chrono::steady_clock::now();
     times.push_back(std::chrono::duration<double>(t1 - t0).count());
   }
-  return median(std::move(times));
+  return times;
+}
+
+// Median seconds of `reps` calls of fn after `warmup` calls.
+template <class Fn> double median_seconds(Fn&& fn, int reps, int warmup = 3) {
+  return median(seconds_of_calls(std::forward<Fn>(fn), reps, warmup));
 }
 
 }  // namespace nnx_bench

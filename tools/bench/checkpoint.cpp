@@ -156,10 +156,7 @@ void evict(const std::string& path) {
   }
 }
 
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
+using nnx_bench::median;
 
 // 1 and 2: save, then restore onto the same mesh and onto a (2, ranks/2) mesh, each against plain
 // files of the same bytes per rank, all ranks at once. One-shot disk timings on a shared VM vary
@@ -225,8 +222,9 @@ void bench_save_restore(const nnx::Communicator& world, double gib, const std::s
   }
 }
 
-// 4: train steps of a column-sharded nnx::MLP without a save, then right after an async save of the
-// ~gib GiB state returned (ratio = with / without), and the blocking time of a synchronous save.
+// 4: train steps of a column-sharded nnx::MLP right after an async save of the ~gib GiB state
+// returned, against plain steps before the save and after it (ratio = with / without;
+// ratio_before against the steps before only), and the blocking time of a synchronous save.
 void bench_training(const nnx::Communicator& world, double gib, const std::string& root) {
   const int64_t ranks = world.size(), layers = 4, width = 512, batch = 128, steps = 20;
   auto mesh = nnx::make_mesh({ranks}, {"model"});
@@ -246,7 +244,9 @@ void bench_training(const nnx::Communicator& world, double gib, const std::strin
   const nnx::State big = make_state(nnx::make_mesh({ranks}, {"x"}), side_for(gib, ranks));
   ckpt::CheckpointManager async_manager(root + "/async", {.async = true});
   ckpt::CheckpointManager sync_manager(root + "/sync", {.async = false});
-  const double no_save = nnx_bench::median_seconds(step, steps);
+  // Plain steps before the save and again once it is on disk, so that drift of the machine
+  // touches the baseline as it touches the steps in flight.
+  const std::vector<double> plain_before = nnx_bench::seconds_of_calls(step, steps);
 
   world.barrier();
   const auto t0 = Clock::now();
@@ -265,6 +265,9 @@ void bench_training(const nnx::Communicator& world, double gib, const std::strin
   async_manager.wait_until_finished();
   world.barrier();
   const double async_total_s = seconds_since(t0);
+  std::vector<double> plain = nnx_bench::seconds_of_calls(step, steps);
+  plain.insert(plain.end(), plain_before.begin(), plain_before.end());
+  const double no_save = median(plain), no_save_before = median(plain_before);
   const double sync_s = timed(world, [&] { sync_manager.save(1, big); });
   const double with_save = in_flight.empty() ? NAN : median(in_flight);
   if (world.rank() == 0)
@@ -272,12 +275,13 @@ void bench_training(const nnx::Communicator& world, double gib, const std::strin
         "{{\"bench\": \"checkpoint\", \"op\": \"train_step\", \"layers\": {}, \"width\": {}, "
         "\"batch\": {}, \"steps\": {}, \"saved_gib\": {:.3f}, \"step_ms_no_save\": {:.2f}, "
         "\"step_ms_async_save_in_flight\": {:.2f}, \"steps_in_flight\": {}, "
-        "\"step_ms_all_after_save\": {:.2f}, \"ratio\": {:.3f}, \"steps_s\": {:.3f}, "
+        "\"step_ms_all_after_save\": {:.2f}, \"ratio\": {:.3f}, "
+        "\"step_ms_no_save_before\": {:.2f}, \"ratio_before\": {:.3f}, \"steps_s\": {:.3f}, "
         "\"async_save_blocking_s\": {:.3f}, \"async_save_total_s\": {:.3f}, "
         "\"sync_save_blocking_s\": {:.3f}}}\n",
         layers, width, batch, steps, big.nbytes() / kGiB, no_save * 1e3, with_save * 1e3,
-        in_flight.size(), median(all) * 1e3, with_save / no_save, steps_s, async_block_s,
-        async_total_s, sync_s);
+        in_flight.size(), median(all) * 1e3, with_save / no_save, no_save_before * 1e3,
+        with_save / no_save_before, steps_s, async_block_s, async_total_s, sync_s);
 }
 
 // 3, first process: a checkpoint in `dir` for restore-rss (the side in its metadata).
