@@ -7,8 +7,10 @@
 
 namespace nnx::checkpoint::detail {
 
-// Bytes per paced piece: checksummed and written, then the pause.
-inline constexpr uint64_t kPacedPieceBytes = uint64_t{1} << 20;
+// Bytes per paced piece: checksummed and written, then the pause. With 256 KiB pieces a step on 8
+// ranks sharing 2 cores took 1.12x a plain one while a save was in flight (median of 24 saves),
+// against 1.20x with 1 MiB pieces; 32-128 KiB did no better and lengthened the save.
+inline constexpr uint64_t kPacedPieceBytes = uint64_t{256} << 10;
 
 void set_write_pace(double pace);
 double write_pace();
