@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
          [&] { (void)world.all_to_all(x, 0, 0); }},
     };
     for (auto& op : ops) {
-      if (!only.empty() && only.find("," + std::string(op.name) + ",") == std::string::npos)
+      if (!only.empty() && only.find(fmt::format(",{},", op.name)) == std::string::npos)
         continue;
       // MPI, then MPI again into its own outputs (the spread of like against like), then nnx.
       std::function<void()> mpi = [&] { op.mpi(mpi_out); }, again = [&] { op.mpi(again_out); },
