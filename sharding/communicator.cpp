@@ -270,8 +270,9 @@ struct BoardInput {
 // peer's input directly above 4 KiB where it can: a single copy, where the board copies in and
 // out. With inputs unchanged since the last call (an all-gather of parameters repeated in a
 // backward pass) the direct read took 0.59-0.69 of MPI's time at 8-16 KiB, the board 0.96-1.43;
-// with inputs just written, 0.70-0.72 and 0.60-0.73 (docs/benchmarks.md). On more members, and
-// for all-to-alls, the board won either way.
+// with inputs just written, 0.70-0.72 and 0.60-0.73 (docs/benchmarks.md). On more members the
+// board won either way. All-to-alls keep it too: it won with inputs just written (0.40-0.55
+// against 0.67-0.72), and with kept ones both stayed below 0.9.
 constexpr size_t kTwoMemberGatherRoom = 4 << 10;
 size_t board_room(const detail::CommImpl& c, const BoardInput& input) {
   if (!c.board) return 0;
