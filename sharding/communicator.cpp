@@ -274,11 +274,10 @@ struct BoardInput {
 // board won either way. All-to-alls keep it too: it won with inputs just written (0.40-0.55
 // against 0.67-0.72), and with kept ones both stayed below 0.9.
 constexpr size_t kTwoMemberGatherRoom = 4 << 10;
-size_t board_room(const detail::CommImpl& c, const BoardInput& input) {
+// `readable`: the input may be read directly.
+size_t board_room(const detail::CommImpl& c, const BoardInput& input, bool readable) {
   if (!c.board) return 0;
   const size_t room = c.board->capacity() / (input.moves_only ? 4 : 1);
-  const bool readable =
-      input.bytes > 0 && static_cast<size_t>(input.bytes) <= c.board->direct_limit();
   return input.gathers && c.size == 2 && readable ? std::min(room, kTwoMemberGatherRoom) : room;
 }
 
@@ -311,15 +310,14 @@ std::optional<OnBoard> agree(detail::CommImpl& c, const char* op, const at::Tens
   if (!full) {
     if (!fingerprinting()) return std::nullopt;
     open_board(c, op);
-    const size_t room = board_room(c, input);
     const auto bytes = static_cast<size_t>(input.bytes);
-    const bool on_board = c.board && input.bytes >= 0 && bytes <= room;
+    const bool readable = c.board && input.direct_meetings >= 0 && input.bytes > 0 &&
+                          bytes <= c.board->direct_limit();
+    const bool on_board = c.board && input.bytes >= 0 && bytes <= board_room(c, input, readable);
     const bool through_staging = c.board && input.stageable && input.data != nullptr &&
                                  !on_board && detail::fits_staging(*c.board, c.size, bytes);
     // A board without room for data (NNX_BOARD_COLLECTIVE_BYTES=0) leaves all data to MPI.
-    const bool direct = c.board && c.board->capacity() > 0 && input.direct_meetings >= 0 &&
-                        input.bytes > 0 && !on_board && !through_staging &&
-                        bytes <= c.board->direct_limit();
+    const bool direct = readable && c.board->capacity() > 0 && !on_board && !through_staging;
     if (on_board && input.data != nullptr && input.bytes > 0)
       std::memcpy(c.board->own_region(sequence), input.data, bytes);
     if (through_staging)
