@@ -3,6 +3,7 @@
 #include <nnx/sharding/lazy_array.h>
 #include <nnx/core/error.h>
 #include <nnx/sharding/detail/hash_mix.h>
+#include <nnx/sharding/detail/whole_layout.h>
 #include <nnx/sharding/spec_check.h>
 
 #include <torch/types.h>
@@ -61,6 +62,8 @@ ArrayLayout::ArrayLayout(Shape shape, PartitionSpec spec, std::vector<std::strin
   for (size_t d = 0; d < shape_.size(); ++d)
     h = mix_axes(h, d < entries.size() ? entries[d].names() : std::vector<std::string>{});
   hash_ = mix_axes(h, partial_axes_);
+  whole_ = partial_axes_.empty() &&
+           std::all_of(entries.begin(), entries.end(), [](const auto& e) { return e.is_none(); });
 }
 
 ArrayLayout::ArrayLayout() : ArrayLayout({}, PartitionSpec(), {}) {}
@@ -70,10 +73,7 @@ const std::shared_ptr<const ArrayLayout>& Array::empty_layout() {
   return empty;
 }
 
-namespace {
-// The layout of a whole array of shape `sizes`, shared with the last arrays of that shape this
-// thread made: an op's output on no mesh then costs no allocation for its layout.
-std::shared_ptr<const ArrayLayout> whole_layout(at::IntArrayRef sizes) {
+std::shared_ptr<const ArrayLayout> detail::whole_layout(at::IntArrayRef sizes) {
   constexpr size_t kKept = 8;
   thread_local std::array<std::shared_ptr<const ArrayLayout>, kKept> kept;
   thread_local size_t next = 0;
@@ -85,11 +85,10 @@ std::shared_ptr<const ArrayLayout> whole_layout(at::IntArrayRef sizes) {
                                              std::vector<std::string>{});
   return slot;
 }
-}  // namespace
 
 Array::Array(at::Tensor full)
     : local_(std::move(full)),
-      layout_(local_.defined() ? whole_layout(local_.sizes()) : empty_layout()) {}
+      layout_(local_.defined() ? detail::whole_layout(local_.sizes()) : empty_layout()) {}
 
 Array Array::abstract(const Shape& shape, at::ScalarType dtype) {
   return Array(torch::empty(shape, torch::TensorOptions().dtype(dtype).device(torch::kMeta)));
@@ -170,12 +169,7 @@ std::vector<Placement> Array::placements() const {
   return out;
 }
 
-bool Array::is_fully_replicated() const {
-  if (!mesh_) return true;
-  for (const auto& entry : spec().entries())
-    if (!entry.is_none()) return false;
-  return partial_axes().empty();
-}
+bool Array::is_fully_replicated() const { return !mesh_ || layout_->whole(); }
 
 Box Array::local_box() const {
   if (!mesh_) return Box::whole(shape());
@@ -183,9 +177,9 @@ Box Array::local_box() const {
 }
 
 Array Array::with_local(at::Tensor local) const {
-  Array out = *this;
-  out.local_ = std::move(local);
-  if (!out.is_abstract()) out.init_.reset();
+  // Built afresh, not copied: this array's own tensor is never taken and released.
+  Array out(std::move(local), layout_, mesh_);
+  if (out.is_abstract()) out.init_ = init_;
   return out;
 }
 

@@ -46,6 +46,7 @@ class ArrayLayout {
   const PartitionSpec& spec() const { return spec_; }
   const std::vector<std::string>& partial_axes() const { return partial_axes_; }
   uint64_t hash() const { return hash_; }  // of all three, computed once
+  bool whole() const { return whole_; }     // no dim split and nothing pending
   bool operator==(const ArrayLayout&) const = default;
 
  private:
@@ -53,6 +54,7 @@ class ArrayLayout {
   PartitionSpec spec_;
   std::vector<std::string> partial_axes_;
   uint64_t hash_ = 0;
+  bool whole_ = true;
 };
 
 class Array {

@@ -49,12 +49,19 @@ Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* 
     }
   }
   const auto& mesh = common_mesh({&a0, &b0}, op);
-  check_broadcast(a0, b0, op);
-  if (!mesh) return Array(fn(a0.local(), b0.local()));
-  if (all_replicated({&a0, &b0})) {
-    const at::Tensor a = local_on_mesh(a0, mesh), b = local_on_mesh(b0, mesh);
-    return replicated_result(fn(a, b), mesh, {&a0, &b0});
+  if (!mesh || all_replicated({&a0, &b0})) {  // no rule: LibTorch broadcasts
+    at::Tensor out;
+    try {
+      const at::Tensor a = local_on_mesh(a0, mesh), b = local_on_mesh(b0, mesh);
+      out = fn(a, b);
+    } catch (const c10::Error&) {
+      check_broadcast(a0, b0, op);
+      throw;
+    }
+    if (!mesh) return Array(std::move(out));
+    return replicated_result(std::move(out), mesh, {&a0, &b0});
   }
+  check_broadcast(a0, b0, op);
   std::optional<Array> held_a, held_b, laid_a, laid_b;
   const Array& a = on_mesh(a0, mesh, held_a);
   const Array& b = on_mesh(b0, mesh, held_b);

@@ -307,3 +307,37 @@ TEST_CASE("results on no mesh share the layout of recent ones of their shape, an
   CHECK(nnx::Array(torch::tensor(2.0f)).shape().empty());
   CHECK(nnx::Array(torch::ones({5, 3})).shape() == nnx::Shape{5, 3});
 }
+
+TEST_CASE("replicated results on a mesh share the whole layout of recent ones of their shape") {
+  auto mesh = nnx::make_mesh({1}, {"x"});
+  auto t = torch::arange(15, torch::kFloat).reshape({3, 5});
+  auto whole = nnx::device_put(t, {mesh, P()});
+  auto rows = nnx::device_put(t, {mesh, P("x", none)});
+  CHECK(whole.layout()->whole());
+  CHECK_FALSE(rows.layout()->whole());
+  CHECK_FALSE(nnx::matmul(nnx::device_put(t, {mesh, P(none, "x")}),
+                          nnx::device_put(t.t().contiguous(), {mesh, P("x", none)}))
+                  .layout()
+                  ->whole());  // a pending sum
+  // A reduction changes the shape: its result takes the whole layout of that shape, once made.
+  auto first = nnx::sum(whole, {0}), second = nnx::sum(whole, {0});
+  CHECK(first.layout() == second.layout());
+  CHECK(first.mesh() == whole.mesh());
+  CHECK(first.is_fully_replicated());
+  CHECK(first.shape() == nnx::Shape{5});
+  CHECK(torch::equal(first.local(), t.sum(0)));
+  CHECK(*first.layout() == *nnx::Array(torch::ones({5})).layout());
+  // Broadcasting: the result takes an operand's layout where it has its shape, else the whole
+  // layout of its own.
+  auto column = nnx::device_put(t.narrow(1, 0, 1).contiguous(), {mesh, P()});
+  auto row = nnx::device_put(t.narrow(0, 0, 1).contiguous(), {mesh, P()});
+  CHECK((whole + column).layout() == whole.layout());
+  auto outer = column * row, again = column * row;
+  CHECK(outer.layout() == again.layout());
+  CHECK(outer.shape() == nnx::Shape{3, 5});
+  CHECK(outer.spec() == P(none, none));
+  CHECK(torch::equal(outer.local(), t.narrow(1, 0, 1) * t.narrow(0, 0, 1)));
+  // Shapes that do not broadcast are named.
+  CHECK_THROWS_WITH(whole + nnx::device_put(torch::ones({3}), {mesh, P()}),
+                    Contains("shapes (3, 5) and (3,) do not broadcast"));
+}
