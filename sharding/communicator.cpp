@@ -1,18 +1,22 @@
-// The MPI engine of Communicator, and the debug-mode agreement check.
+// Communicator's collectives: each agrees first (detail/agreement.h), then moves its data on the
+// board, by direct reads, through MPI, or through the device engine.
 #include <nnx/core/error.h>
 #include <nnx/core/shape.h>
 #include <nnx/sharding/comm_buffer.h>
 #include <nnx/sharding/communicator.h>
+#include <nnx/sharding/detail/agreement.h>
 #include <nnx/sharding/detail/board_collectives.h>
 #include <nnx/sharding/detail/call_stack.h>
 #include <nnx/sharding/detail/collective_wait.h>
 #include <nnx/sharding/detail/collective_watchdog.h>
+#include <nnx/sharding/detail/comm_impl.h>
 #include <nnx/sharding/detail/direct_collectives.h>
 #include <nnx/sharding/detail/staged_all_reduce.h>
 #include <nnx/sharding/detail/device_engine.h>
 #include <nnx/sharding/detail/fingerprint_board.h>
 #include <nnx/sharding/detail/live_communicators.h>
 #include <nnx/sharding/detail/mpi_reduce_op.h>
+#include <nnx/sharding/detail/mpi_run.h>
 #include <nnx/sharding/detail/stall_probe.h>
 #include <nnx/sharding/world.h>
 
@@ -34,66 +38,13 @@ namespace nnx {
 
 namespace detail {
 
-std::atomic<int64_t> owned_alive{0};  // communicators nnx made and has not yet freed
-
-struct CommImpl {
-  MPI_Comm comm = MPI_COMM_NULL;
-  std::string name;  // the Communicator's, for messages
-  bool owned = false;
-  int rank = 0;
-  int size = 1;
-  std::atomic<uint64_t> calls{0};  // collectives made so far: their sequence numbers
-  uint64_t key = 1;                // equal on every member, different across communicators
-  std::atomic<uint64_t> children{0};  // communicators split or duplicated from this one
-  std::vector<int> members;        // world ranks, in this communicator's order
-  // The engine for CUDA tensors, chosen at the first CUDA collective (null: host staging).
-  bool device_engine_chosen = false;
-  std::shared_ptr<DeviceEngine> device_engine;
-  // Where members compare fingerprints in shared memory, opened at the first fingerprinted
-  // collective (null: members on several machines, who compare by all-reduce).
-  bool board_opened = false;
-  std::unique_ptr<FingerprintBoard> board;
-  ~CommImpl() {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (owned) --owned_alive;
-    if (owned && !finalized && comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
-  }
-};
+std::atomic<int64_t> owned_alive{0};
 
 }  // namespace detail
 
 namespace {
 
 std::atomic<int> checking_mode{-1};  // -1: read the environment on first use
-
-void check(int code, const char* what) {
-  if (code != MPI_SUCCESS) {
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(code, text, &len);
-    NNX_FAIL("{} failed: {}", what, std::string(text, len));
-  }
-}
-
-// Whether this thread's collectives make blocking calls under the watchdog.
-bool blocking_calls() { return detail::watchdog_available() && !detail::lazy_waits(); }
-
-// Runs an MPI collective without hanging: `call(nullptr)` makes the blocking call, watched by the
-// watchdog (collective_watchdog.h); without one, `call(&request)` starts the nonblocking call and
-// wait_for waits for it.
-
-template <class Call>
-void run(const detail::CommImpl& c, const std::string& comm_name, const char* op, Call call) {
-  if (blocking_calls()) {
-    detail::WatchedCall watched(c.comm, op, comm_name.c_str());
-    check(call(nullptr), op);
-    return;
-  }
-  MPI_Request request = MPI_REQUEST_NULL;
-  check(call(&request), op);
-  detail::wait_for(&request, c.comm, op, comm_name.c_str());
-}
 
 void check_device(const at::Tensor& t, const char* who) {
   if (!t.device().is_cpu() && !t.is_cuda())
@@ -142,297 +93,6 @@ MPI_Datatype mpi_type(at::ScalarType t, const char* who) {
     default:
       detail::throw_error(who, fmt::format("no reduction for dtype {}", c10::toString(t)));
   }
-}
-
-
-// Always on unless NNX_COLLECTIVE_FINGERPRINT=0: members compare a hash of the call (op, dtype,
-// shape, argument) before any member returns, on the fingerprint board where they share a machine,
-// else by one small all-reduce; so mismatches that would silently give garbage become errors,
-// and the full comparison below then names what each rank called.
-bool fingerprinting() {
-  static const bool on = [] {
-    const char* env = std::getenv("NNX_COLLECTIVE_FINGERPRINT");
-    return env == nullptr || std::string(env) != "0";
-  }();
-  return on;
-}
-
-// NNX_FINGERPRINT_BOARD=0 compares by all-reduce even where members share a machine.
-bool board_allowed() {
-  static const bool allowed = [] {
-    const char* env = std::getenv("NNX_FINGERPRINT_BOARD");
-    return env == nullptr || std::string(env) != "0";
-  }();
-  return allowed;
-}
-
-// The board, opened at the first fingerprinted collective (within `op`).
-void open_board(detail::CommImpl& c, const char* op) {
-  if (c.board_opened) return;
-  c.board = detail::FingerprintBoard::open(c.comm, c.rank, c.size, board_allowed(), op, c.name);
-  c.board_opened = true;
-}
-
-// `address`: posted with the fingerprint on the board, for members to read directly; `moved`: the
-// parts such a call moves, some read while members still post.
-bool fingerprints_match(detail::CommImpl& c, uint64_t sequence, const char* op,
-                        const at::Tensor& t, int64_t extra, const void* address = nullptr,
-                        detail::MovedParts* moved = nullptr) {
-  uint64_t h = std::hash<std::string_view>{}(op);
-  auto mix = [&h](uint64_t v) {  // splitmix64's finalizer: every input bit reaches every output bit
-    h = (h ^ v) + 0x9E3779B97F4A7C15ull;
-    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
-    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
-    h ^= h >> 31;
-  };
-  mix(static_cast<uint64_t>(t.scalar_type()));
-  mix(static_cast<uint64_t>(t.device().type()));  // a CPU tensor never pairs with a CUDA one
-  mix(static_cast<uint64_t>(extra));
-  mix(static_cast<uint64_t>(t.dim()));
-  for (int64_t d = 0; d < t.dim(); ++d) mix(static_cast<uint64_t>(t.size(d)));
-  open_board(c, op);
-  if (c.board && moved != nullptr)
-    return c.board->agree(sequence, h, c.comm, op, c.name, address, moved->own_part(),
-                          [&] { moved->read_posted(*c.board, sequence); });
-  if (c.board) return c.board->agree(sequence, h, c.comm, op, c.name, address);
-  const int64_t fp = static_cast<int64_t>(h >> 1);  // non-negative, so -fp is safe
-  std::array<int64_t, 2> both{fp, -fp};             // max of fp and of -fp: min == max?
-  run(c, c.name, op, [&](MPI_Request* r) {
-    return r ? MPI_Iallreduce(MPI_IN_PLACE, both.data(), 2, MPI_INT64_T, MPI_MAX, c.comm, r)
-             : MPI_Allreduce(MPI_IN_PLACE, both.data(), 2, MPI_INT64_T, MPI_MAX, c.comm);
-  });
-  return both[0] == -both[1];
-}
-
-template <class T>
-std::vector<T> all_gather_fixed(const detail::CommImpl& c, const char* op, const T* mine,
-                                int count) {
-  std::vector<T> all(static_cast<size_t>(count) * c.size);
-  const int bytes = count * static_cast<int>(sizeof(T));
-  run(c, c.name, op, [&](MPI_Request* r) {
-    return r ? MPI_Iallgather(mine, bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, c.comm, r)
-             : MPI_Allgather(mine, bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, c.comm);
-  });
-  return all;
-}
-
-// After a disagreement: each rank's call site (the recorded line, and the frame where its call
-// path leaves the others'), one line per rank. Collective over c, on every member alike.
-std::vector<std::string> call_sites(const detail::CommImpl& c, const char* op,
-                                    const detail::CallStack& stack) {
-  constexpr int kFrames = detail::CallStack::kMaxFrames;
-  std::array<uint64_t, kFrames + 1> keys{};
-  keys[0] = stack.keys.size();
-  std::copy(stack.keys.begin(), stack.keys.end(), keys.begin() + 1);
-  auto all_keys = all_gather_fixed(c, op, keys.data(), kFrames + 1);
-  std::vector<std::vector<uint64_t>> others;
-  for (int r = 0; r < c.size; ++r) {
-    if (r == c.rank) continue;
-    const uint64_t* k = all_keys.data() + r * (kFrames + 1);
-    if (k[0] <= 1) continue;  // an origin, not a call path: nothing to compare frames with
-    others.emplace_back(k + 1, k + 1 + std::min<uint64_t>(k[0], kFrames));
-  }
-  std::string site = detail::current_call_site();
-  site = site.empty() ? "no recorded line" : "from " + site;
-  if (!stack.origin.empty())
-    site += ", in " + stack.origin;
-  else if (const int frame = detail::first_divergent_frame(stack, others); frame >= 0)
-    site += ", in " + detail::describe_frame(stack.addresses[frame]);
-  else if (!stack.keys.empty() && !others.empty())
-    site += ", the same call path";
-  constexpr int kChars = 512;
-  std::array<char, kChars> text{};
-  std::copy_n(site.begin(), std::min<size_t>(site.size(), kChars - 1), text.begin());
-  auto all_text = all_gather_fixed(c, op, text.data(), kChars);
-  std::vector<std::string> out;
-  for (int r = 0; r < c.size; ++r) out.emplace_back(all_text.data() + r * kChars);
-  return out;
-}
-
-// What a collective may put on the board: `bytes` from `data` (null: nothing to share, as for a
-// broadcast's non-roots; bytes < 0: not on the board). Collectives that only move data
-// (`moves_only`) use a quarter of the board's room: above that, MPI's single copy between
-// processes beats the board's copy in and out. Above the room, members may read the input
-// straight from each other's memory, meeting `direct_meetings` more times (-1: never direct).
-struct BoardInput {
-  const void* data = nullptr;
-  int64_t bytes = -1;
-  bool moves_only = false;
-  int direct_meetings = -1;
-  bool stageable = false;  // an all-reduce, which may go through the staging area instead
-  bool gathers = false;    // an all-gather (board_room)
-  // Where members read directly, the parts of a call that only moves data (an all-gather's or an
-  // all-to-all's), some moved while the others post.
-  detail::MovedParts* moved = nullptr;
-};
-
-// Bytes of `input` per member that go on the board. On two members an all-gather reads its
-// peer's input directly above 4 KiB where it can: a single copy, where the board copies in and
-// out. With inputs unchanged since the last call (an all-gather of parameters repeated in a
-// backward pass) the direct read took 0.59-0.69 of MPI's time at 8-16 KiB, the board 0.96-1.43;
-// with inputs just written, 0.70-0.72 and 0.60-0.73 (docs/benchmarks.md). On more members the
-// board won either way. All-to-alls keep it too: it won with inputs just written (0.40-0.55
-// against 0.67-0.72), and with kept ones both stayed below 0.9.
-constexpr size_t kTwoMemberGatherRoom = 4 << 10;
-// `readable`: the input may be read directly.
-size_t board_room(const detail::CommImpl& c, const BoardInput& input, bool readable) {
-  if (!c.board) return 0;
-  const size_t room = c.board->capacity() / (input.moves_only ? 4 : 1);
-  return input.gathers && c.size == 2 && readable ? std::min(room, kTwoMemberGatherRoom) : room;
-}
-
-// All members must call the same collective on the same dtype and shape: checked by fingerprint
-// always, and in full (every rank's call and, in debug mode, its call path) in debug mode or
-// when fingerprints differ. In debug mode two calls of the same shape from different lines of the
-// program differ too, and each rank's message names every rank's call site.
-//
-// A call that can move its data on the board passes its `input` (board_input): if the board has
-// room, the input goes into this member's region before the fingerprint is posted, and agree
-// returns the call's sequence number, at which every member's input is readable
-// (board_collectives.h). A larger all-reduce that fits the staging area copies its input there
-// (`through_staging`, staged_all_reduce.h). Other larger calls post their input's address, where
-// members can read each other's memory (`direct`, direct_collectives.h). The later meetings of
-// both take the next sequence numbers. Otherwise (nullopt) the engine moves the
-// data. The choice is the same on every member: it depends on the fingerprint alone.
-struct OnBoard {
-  uint64_t sequence;
-  bool direct;
-  bool through_staging = false;
-  detail::MovedParts* moved = nullptr;  // BoardInput::moved, where direct
-};
-
-std::optional<OnBoard> agree(detail::CommImpl& c, const char* op, const at::Tensor& t,
-                             int64_t extra, const BoardInput& input = {}) {
-  const uint64_t sequence = ++c.calls;
-  if (c.size == 1) return std::nullopt;
-  bool fingerprints_differ = false;
-  const bool full = Communicator::checking();
-  if (!full) {
-    if (!fingerprinting()) return std::nullopt;
-    open_board(c, op);
-    const auto bytes = static_cast<size_t>(input.bytes);
-    const bool readable = c.board && input.direct_meetings >= 0 && input.bytes > 0 &&
-                          bytes <= c.board->direct_limit();
-    const bool on_board = c.board && input.bytes >= 0 && bytes <= board_room(c, input, readable);
-    const bool through_staging = c.board && input.stageable && input.data != nullptr &&
-                                 !on_board && detail::fits_staging(*c.board, c.size, bytes);
-    // A board without room for data (NNX_BOARD_COLLECTIVE_BYTES=0) leaves all data to MPI.
-    const bool direct = readable && c.board->capacity() > 0 && !on_board && !through_staging;
-    if (on_board && input.data != nullptr && input.bytes > 0)
-      std::memcpy(c.board->own_region(sequence), input.data, bytes);
-    if (through_staging)
-      std::memcpy(detail::staged_input(*c.board, c.size, c.rank), input.data, bytes);
-    detail::MovedParts* moved = direct ? input.moved : nullptr;
-    if (fingerprints_match(c, sequence, op, t, extra, direct ? input.data : nullptr, moved)) {
-      if (direct) c.calls += input.direct_meetings;
-      if (through_staging) c.calls += detail::kStagedAllReduceMeetings;
-      return on_board || direct || through_staging
-                 ? std::optional<OnBoard>(OnBoard{sequence, direct, through_staging, moved})
-                 : std::nullopt;
-    }
-    fingerprints_differ = true;
-  }
-  const detail::CallStack stack = full ? detail::capture_call_stack() : detail::CallStack{};
-  constexpr int kShapeWords = 8, kWords = 7 + kShapeWords;
-  std::array<int64_t, kWords> mine{};
-  mine[0] = static_cast<int64_t>(std::hash<std::string_view>{}(op) & 0x7fffffff);
-  mine[1] = static_cast<int64_t>(t.scalar_type());
-  mine[2] = t.dim();
-  mine[3] = extra;
-  mine[4] = static_cast<int64_t>(sequence);
-  mine[5] = static_cast<int64_t>(detail::hash_of(stack) >> 1);
-  mine[6] = static_cast<int64_t>(t.device().type());
-  for (int64_t d = 0; d < std::min<int64_t>(t.dim(), kShapeWords); ++d) mine[7 + d] = t.size(d);
-  // The op's name travels too, for the message.
-  constexpr int kNameChars = 24;
-  std::array<char, kNameChars> name{};
-  std::copy_n(op, std::min<size_t>(std::strlen(op), kNameChars - 1), name.begin());
-  auto all = [&] {
-    std::optional<detail::WaitingCollective> waiting;
-    if (full) waiting.emplace(c.key, c.members, c.name, op, sequence, &stack);
-    return all_gather_fixed(c, op, mine.data(), kWords);
-  }();
-  bool same = true;
-  for (int r = 1; r < c.size && same; ++r)
-    same = std::equal(all.begin(), all.begin() + kWords, all.begin() + r * kWords);
-  if (same && !fingerprints_differ) return std::nullopt;  // differing fingerprints never pass
-  auto names = all_gather_fixed(c, op, name.data(), kNameChars);
-  auto sites = call_sites(c, op, stack);
-  std::string table;
-  for (int r = 0; r < c.size; ++r) {
-    const int64_t* s = all.data() + r * kWords;
-    std::vector<int64_t> shape(s + 7, s + 7 + std::clamp<int64_t>(s[2], 0, kShapeWords));
-    table += fmt::format("\n  rank {}: collective #{} on '{}': {} {} ({}) on {} arg {}, {}", r,
-                         s[4], c.name, names.data() + r * kNameChars,
-                         c10::toString(static_cast<at::ScalarType>(s[1])), fmt::join(shape, ", "),
-                         c10::DeviceTypeName(static_cast<c10::DeviceType>(s[6]), true), s[3],
-                         sites[r]);
-  }
-  detail::throw_error(op, fmt::format("members disagree on the collective (rank {} called {} with "
-                                      "{} ({})):{}",
-                                      c.rank, op, c10::toString(t.scalar_type()),
-                                      fmt::join(t.sizes(), ", "), table));
-}
-
-// A contiguous input for agree(): CPU inputs may move on the board, not a device engine's, or be
-// read directly by members that then meet `direct_meetings` more times (a collective that only
-// reads meets no more: each member waits for its own readers instead).
-constexpr int kAllReduceMeetings = 2;  // members read each other's sums, then finish
-BoardInput board_input(const detail::DeviceEngine* engine, const at::Tensor& input,
-                       bool moves_only, bool shared = true, int direct_meetings = 0) {
-  if (engine) return {};
-  return {shared ? input.data_ptr() : nullptr,
-          input.numel() * static_cast<int64_t>(input.element_size()), moves_only,
-          direct_meetings};
-}
-
-// The parts of a direct all-gather or all-to-all (agree() set them wherever it chose direct reads
-// for a call that passed them).
-detail::MovedParts& moved_parts(const OnBoard& on_board) {
-  NNX_CHECK(on_board.moved != nullptr,
-            "a direct collective without its parts; this is a bug in nnx");
-  return *on_board.moved;
-}
-
-detail::DirectCall direct_call(const detail::CommImpl& c, uint64_t sequence, const char* op) {
-  return {*c.board, sequence, c.size, c.rank, c.comm, op, c.name};
-}
-
-size_t input_bytes(const at::Tensor& t) {
-  return static_cast<size_t>(t.numel() * t.element_size());
-}
-
-// The parts (BoardInput::moved) of an all-gather's output `out` of `local`, and of an
-// all-to-all's output `out` of `send`.
-detail::MovedParts gathered_parts(const detail::CommImpl& c, const at::Tensor& out,
-                                  const at::Tensor& local) {
-  const size_t bytes = input_bytes(local);
-  return {c.size, c.rank, local.data_ptr(), bytes, 0, out.data_ptr(), bytes};
-}
-detail::MovedParts exchanged_parts(const detail::CommImpl& c, const at::Tensor& out,
-                                   const at::Tensor& send) {
-  const size_t bytes = input_bytes(send), chunk = bytes / c.size;
-  return {c.size, c.rank, send.data_ptr(), bytes, c.rank * chunk, out.data_ptr(), chunk};
-}
-using PartsOf = detail::MovedParts (*)(const detail::CommImpl&, const at::Tensor& out,
-                                       const at::Tensor& input);
-
-// The parts of a call that only moves data, where no device engine moves it.
-std::optional<detail::MovedParts> parts_for(const detail::DeviceEngine* engine, PartsOf parts_of,
-                                            const detail::CommImpl& c, const at::Tensor& out,
-                                            const at::Tensor& input) {
-  if (engine != nullptr) return std::nullopt;
-  return parts_of(c, out, input);
-}
-
-// board_input of a call that only moves data, with its parts (parts_for); `gathers` for an
-// all-gather.
-BoardInput moving_input(const detail::DeviceEngine* engine, const at::Tensor& input,
-                        std::optional<detail::MovedParts>& parts, bool gathers) {
-  BoardInput board = board_input(engine, input, true);
-  board.moved = parts ? &*parts : nullptr;
-  board.gathers = gathers;
-  return board;
 }
 
 }  // namespace
@@ -514,28 +174,28 @@ void Communicator::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
     return;
   }
   if (impl_->size == 1) {
-    agree(*impl_, "all_reduce", tensor, static_cast<int64_t>(op));
+    detail::agree(*impl_, "all_reduce", tensor, static_cast<int64_t>(op));
     return;
   }
   at::Tensor buffer = detail::reduced_in_float(tensor.scalar_type())
                           ? tensor.to(at::kFloat).contiguous()
                           : tensor.contiguous();
-  BoardInput input = board_input(engine, buffer, false, true, kAllReduceMeetings);
+  detail::BoardInput input = detail::board_input(engine, buffer, false, true, detail::kAllReduceMeetings);
   input.stageable = true;
-  const auto on_board = agree(*impl_, "all_reduce", tensor, static_cast<int64_t>(op), input);
+  const auto on_board = detail::agree(*impl_, "all_reduce", tensor, static_cast<int64_t>(op), input);
   if (on_board && on_board->through_staging) {
     detail::staged_all_reduce(*impl_->board, on_board->sequence, impl_->size, impl_->rank,
                               buffer.data_ptr(), buffer.numel(), buffer.scalar_type(), op,
                               impl_->comm, impl_->name);
   } else if (on_board && on_board->direct) {
-    detail::direct_all_reduce(direct_call(*impl_, on_board->sequence, "all_reduce"),
+    detail::direct_all_reduce(detail::direct_call(*impl_, on_board->sequence, "all_reduce"),
                               buffer.data_ptr(), buffer.numel(), buffer.scalar_type(), op);
   } else if (on_board) {
     detail::board_all_reduce(*impl_->board, on_board->sequence, impl_->size, buffer.data_ptr(),
                              buffer.numel(), buffer.scalar_type(), op);
   } else if (engine) {
     engine->all_reduce(buffer, op);
-  } else run(*impl_, name_, "all_reduce", [&](MPI_Request* r) {
+  } else detail::run(*impl_, name_, "all_reduce", [&](MPI_Request* r) {
     const int count = mpi_count(buffer.numel(), "all_reduce");
     const MPI_Datatype type = mpi_type(buffer.scalar_type(), "all_reduce");
     const MPI_Op reduce = detail::mpi_reduce_op(op, buffer.scalar_type());
@@ -552,15 +212,15 @@ namespace {
 
 // `on_board`: agree() put every member's input, or its address, on the board at that sequence.
 void gather_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const at::Tensor& out,
-                 const at::Tensor& local, std::optional<OnBoard> on_board) {
-  const size_t bytes = input_bytes(local);
+                 const at::Tensor& local, std::optional<detail::OnBoard> on_board) {
+  const size_t bytes = detail::input_bytes(local);
   if (on_board && on_board->direct)
-    return detail::direct_move(direct_call(c, on_board->sequence, "all_gather"),
-                               moved_parts(*on_board));
+    return detail::direct_move(detail::direct_call(c, on_board->sequence, "all_gather"),
+                               detail::moved_parts(*on_board));
   if (on_board)
     return detail::board_all_gather(*c.board, on_board->sequence, c.size, out.data_ptr(), bytes);
   if (engine) return engine->all_gather(local, out);
-  run(c, c.name, "all_gather", [&](MPI_Request* r) {
+  detail::run(c, c.name, "all_gather", [&](MPI_Request* r) {
     const int count = mpi_count(local.numel() * local.element_size(), "all_gather");
     return r ? MPI_Iallgather(local.data_ptr(), count, MPI_BYTE, out.data_ptr(), count, MPI_BYTE,
                               c.comm, r)
@@ -570,16 +230,16 @@ void gather_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const 
 }
 
 void scatter_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const at::Tensor& out,
-                  const at::Tensor& stacked, std::optional<OnBoard> on_board) {
+                  const at::Tensor& stacked, std::optional<detail::OnBoard> on_board) {
   if (on_board && on_board->direct)
-    return detail::direct_reduce_scatter(direct_call(c, on_board->sequence, "reduce_scatter"),
+    return detail::direct_reduce_scatter(detail::direct_call(c, on_board->sequence, "reduce_scatter"),
                                          stacked.data_ptr(), out.data_ptr(), out.numel(),
                                          out.scalar_type());
   if (on_board)
     return detail::board_reduce_scatter(*c.board, on_board->sequence, c.size, c.rank,
                                         out.data_ptr(), out.numel(), out.scalar_type());
   if (engine) return engine->reduce_scatter(stacked, out);
-  run(c, c.name, "reduce_scatter", [&](MPI_Request* r) {
+  detail::run(c, c.name, "reduce_scatter", [&](MPI_Request* r) {
     const int count = mpi_count(out.numel(), "reduce_scatter");
     const MPI_Datatype type = mpi_type(out.scalar_type(), "reduce_scatter");
     return r ? MPI_Ireduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
@@ -590,16 +250,16 @@ void scatter_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const
 }
 
 void exchange_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const at::Tensor& out,
-                   const at::Tensor& send, std::optional<OnBoard> on_board) {
-  const size_t chunk_bytes = input_bytes(send) / c.size;
+                   const at::Tensor& send, std::optional<detail::OnBoard> on_board) {
+  const size_t chunk_bytes = detail::input_bytes(send) / c.size;
   if (on_board && on_board->direct)
-    return detail::direct_move(direct_call(c, on_board->sequence, "all_to_all"),
-                               moved_parts(*on_board));
+    return detail::direct_move(detail::direct_call(c, on_board->sequence, "all_to_all"),
+                               detail::moved_parts(*on_board));
   if (on_board)
     return detail::board_all_to_all(*c.board, on_board->sequence, c.size, c.rank, out.data_ptr(),
                                     chunk_bytes);
   if (engine) return engine->all_to_all(send, out);
-  run(c, c.name, "all_to_all", [&](MPI_Request* r) {
+  detail::run(c, c.name, "all_to_all", [&](MPI_Request* r) {
     const int count = mpi_count(send.numel() / c.size * send.element_size(), "all_to_all");
     return r ? MPI_Ialltoall(send.data_ptr(), count, MPI_BYTE, out.data_ptr(), count, MPI_BYTE,
                              c.comm, r)
@@ -653,18 +313,18 @@ void copy_into(const at::Tensor& out, const at::Tensor& result) {
 template <class Rows>
 void run_into(detail::CommImpl& c, detail::DeviceEngine* engine, const char* op,
               const at::Tensor& out, const at::Tensor& tensor, Rows rows,
-              PartsOf parts_of = nullptr) {
+              detail::PartsOf parts_of = nullptr) {
   if (c.size == 1) {
-    agree(c, op, tensor, 0);
+    detail::agree(c, op, tensor, 0);
     return copy_into(out, tensor);
   }
   at::Tensor input = into_input(out, tensor);
   std::optional<detail::MovedParts> parts;
-  if (parts_of != nullptr) parts = parts_for(engine, parts_of, c, out, input);
+  if (parts_of != nullptr) parts = detail::parts_for(engine, parts_of, c, out, input);
   const auto on_board =
-      agree(c, op, tensor, 0,
-            parts_of ? moving_input(engine, input, parts, parts_of == gathered_parts)
-                     : board_input(engine, input, false));
+      detail::agree(c, op, tensor, 0,
+            parts_of ? detail::moving_input(engine, input, parts, parts_of == detail::gathered_parts)
+                     : detail::board_input(engine, input, false));
   rows(c, engine, out, input, on_board);
 }
 
@@ -676,7 +336,7 @@ at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const
     return all_gather(tensor.cpu(), dim).to(tensor.device());
   dim = normalize_dim(dim, std::max<int64_t>(tensor.dim(), 1), "all_gather");
   if (impl_->size == 1) {
-    agree(*impl_, "all_gather", tensor, dim);
+    detail::agree(*impl_, "all_gather", tensor, dim);
     return tensor;
   }
   at::Tensor local = tensor.contiguous();
@@ -688,9 +348,9 @@ at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const
   else
     sizes[0] *= impl_->size;
   at::Tensor out = output_buffer(engine, sizes, tensor.options());
-  auto parts = parts_for(engine, gathered_parts, *impl_, out, local);
+  auto parts = detail::parts_for(engine, detail::gathered_parts, *impl_, out, local);
   const auto on_board =
-      agree(*impl_, "all_gather", tensor, dim, moving_input(engine, local, parts, true));
+      detail::agree(*impl_, "all_gather", tensor, dim, detail::moving_input(engine, local, parts, true));
   gather_rows(*impl_, engine, out, local, on_board);
   if (tensor.dim() == 0 || dim == 0) return out;
   return torch::cat(out.unbind(0), dim);
@@ -701,7 +361,7 @@ void Communicator::all_gather_into(const at::Tensor& out, const at::Tensor& tens
   check_output(out, tensor, tensor.numel() * impl_->size, "all_gather_into");
   if (!engine && staged(*impl_, tensor, "all_gather_into"))
     return copy_into(out, all_gather(tensor.cpu(), 0));
-  run_into(*impl_, engine, "all_gather", out, tensor, gather_rows, gathered_parts);
+  run_into(*impl_, engine, "all_gather", out, tensor, gather_rows, detail::gathered_parts);
 }
 
 at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) const {
@@ -713,7 +373,7 @@ at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) c
             "dim {} of size {} does not split evenly over {} members", dim, tensor.size(dim),
             impl_->size);
   if (impl_->size == 1) {
-    agree(*impl_, "reduce_scatter", tensor, dim);
+    detail::agree(*impl_, "reduce_scatter", tensor, dim);
     return tensor;
   }
   at::Tensor input =
@@ -730,7 +390,7 @@ at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) c
     sizes.erase(sizes.begin());
   }
   const auto on_board =
-      agree(*impl_, "reduce_scatter", tensor, dim, board_input(engine, stacked, false));
+      detail::agree(*impl_, "reduce_scatter", tensor, dim, detail::board_input(engine, stacked, false));
   at::Tensor out = output_buffer(engine, sizes, input.options());
   scatter_rows(*impl_, engine, out, stacked, on_board);
   return out.scalar_type() == tensor.scalar_type() ? out : out.to(tensor.scalar_type());
@@ -759,7 +419,7 @@ at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
             "dim {} of size {} does not split evenly over {} members", split_dim,
             tensor.size(split_dim), impl_->size);
   if (impl_->size == 1) {
-    agree(*impl_, "all_to_all", tensor, split_dim * 64 + concat_dim);
+    detail::agree(*impl_, "all_to_all", tensor, split_dim * 64 + concat_dim);
     return tensor;
   }
   // Chunks along dim 0 of a contiguous tensor are already in member order (no copy), and
@@ -775,9 +435,9 @@ at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
   else
     sizes.insert(sizes.begin(), impl_->size);
   at::Tensor received = output_buffer(engine, sizes, send.options());
-  auto parts = parts_for(engine, exchanged_parts, *impl_, received, send);
-  const auto on_board = agree(*impl_, "all_to_all", tensor, split_dim * 64 + concat_dim,
-                              moving_input(engine, send, parts, false));
+  auto parts = detail::parts_for(engine, detail::exchanged_parts, *impl_, received, send);
+  const auto on_board = detail::agree(*impl_, "all_to_all", tensor, split_dim * 64 + concat_dim,
+                              detail::moving_input(engine, send, parts, false));
   exchange_rows(*impl_, engine, received, send, on_board);
   if (concat_dim == 0) return received;
   return torch::cat(received.unbind(0), concat_dim);
@@ -791,7 +451,7 @@ void Communicator::all_to_all_into(const at::Tensor& out, const at::Tensor& tens
   check_output(out, tensor, tensor.numel(), "all_to_all_into");
   if (!engine && staged(*impl_, tensor, "all_to_all_into"))
     return copy_into(out, all_to_all(as_rows(tensor.cpu(), impl_->size), 0, 0));
-  run_into(*impl_, engine, "all_to_all", out, tensor, exchange_rows, exchanged_parts);
+  run_into(*impl_, engine, "all_to_all", out, tensor, exchange_rows, detail::exchanged_parts);
 }
 
 void Communicator::broadcast_(at::Tensor& tensor, int root) const {
@@ -805,23 +465,23 @@ void Communicator::broadcast_(at::Tensor& tensor, int root) const {
   NNX_CHECK(root >= 0 && root < impl_->size, "root {} is not a member of a group of {}", root,
             impl_->size);
   if (impl_->size == 1) {
-    agree(*impl_, "broadcast", tensor, root);
+    detail::agree(*impl_, "broadcast", tensor, root);
     return;
   }
   at::Tensor buffer = tensor.contiguous();
   int64_t bytes = buffer.numel() * static_cast<int64_t>(buffer.element_size());
   // Only the root's input is read: the others put nothing on the board.
-  const auto on_board = agree(*impl_, "broadcast", tensor, root,
-                              board_input(engine, buffer, true, impl_->rank == root));
+  const auto on_board = detail::agree(*impl_, "broadcast", tensor, root,
+                              detail::board_input(engine, buffer, true, impl_->rank == root));
   if (on_board && on_board->direct) {
-    detail::direct_broadcast(direct_call(*impl_, on_board->sequence, "broadcast"), root,
+    detail::direct_broadcast(detail::direct_call(*impl_, on_board->sequence, "broadcast"), root,
                              buffer.data_ptr(), static_cast<size_t>(bytes));
   } else if (on_board) {
     detail::board_broadcast(*impl_->board, on_board->sequence, root, impl_->rank,
                             buffer.data_ptr(), static_cast<size_t>(bytes));
   } else if (engine) {
     engine->broadcast(buffer, root);
-  } else run(*impl_, name_, "broadcast", [&](MPI_Request* r) {
+  } else detail::run(*impl_, name_, "broadcast", [&](MPI_Request* r) {
     const int count = mpi_count(bytes, "broadcast");
     return r ? MPI_Ibcast(buffer.data_ptr(), count, MPI_BYTE, root, impl_->comm, r)
              : MPI_Bcast(buffer.data_ptr(), count, MPI_BYTE, root, impl_->comm);
@@ -844,7 +504,7 @@ at::Tensor Communicator::permute(const at::Tensor& tensor,
     dest_of[src] = dst;
     source_of[dst] = src;
   }
-  agree(*impl_, "permute", tensor, static_cast<int64_t>(pairs.size()));
+  detail::agree(*impl_, "permute", tensor, static_cast<int64_t>(pairs.size()));
   at::Tensor local = tensor.contiguous();
   at::Tensor out = torch::zeros_like(local);
   int me = impl_->rank;
@@ -858,10 +518,10 @@ at::Tensor Communicator::permute(const at::Tensor& tensor,
   MPI_Request requests[2];
   int n = 0;
   if (source_of[me] >= 0)
-    check(MPI_Irecv(out.data_ptr(), count, MPI_BYTE, source_of[me], 7, impl_->comm, &requests[n++]),
+    detail::check_mpi(MPI_Irecv(out.data_ptr(), count, MPI_BYTE, source_of[me], 7, impl_->comm, &requests[n++]),
           "MPI_Irecv");
   if (dest_of[me] >= 0)
-    check(MPI_Isend(local.data_ptr(), count, MPI_BYTE, dest_of[me], 7, impl_->comm, &requests[n++]),
+    detail::check_mpi(MPI_Isend(local.data_ptr(), count, MPI_BYTE, dest_of[me], 7, impl_->comm, &requests[n++]),
           "MPI_Isend");
   for (int i = 0; i < n; ++i) detail::wait_for(&requests[i], impl_->comm, "permute", name_.c_str());
   return out;
@@ -897,7 +557,7 @@ bool PendingCollective::test() {
   if (impl_ && impl_->device) return impl_->device->done();
   if (!impl_ || impl_->request == MPI_REQUEST_NULL) return true;
   int done = 0;
-  check(MPI_Test(&impl_->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  detail::check_mpi(MPI_Test(&impl_->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
   return done != 0;
 }
 
@@ -929,7 +589,7 @@ PendingCollective Communicator::all_reduce_async_(const at::Tensor& buffer, Redu
   NNX_CHECK(buffer.is_contiguous() && !detail::reduced_in_float(buffer.scalar_type()),
             "needs a contiguous buffer of a type MPI reduces (not {})",
             c10::toString(buffer.scalar_type()));
-  agree(*impl_, "all_reduce_async_", buffer, static_cast<int64_t>(op));
+  detail::agree(*impl_, "all_reduce_async_", buffer, static_cast<int64_t>(op));
   PendingCollective pending;
   if (impl_->size == 1) return pending;
   if (engine) {
@@ -941,8 +601,8 @@ PendingCollective Communicator::all_reduce_async_(const at::Tensor& buffer, Redu
   const int count = mpi_count(buffer.numel(), "all_reduce");
   const MPI_Datatype type = mpi_type(buffer.scalar_type(), "all_reduce");
   const MPI_Op reduce = detail::mpi_reduce_op(op, buffer.scalar_type());
-  if (blocking_calls()) {  // see complete_at_start
-    run(*impl_, name_, "all_reduce_async_", [&](MPI_Request*) {
+  if (detail::blocking_calls()) {  // see complete_at_start
+    detail::run(*impl_, name_, "all_reduce_async_", [&](MPI_Request*) {
       return MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, reduce, impl_->comm);
     });
     return pending;
@@ -952,7 +612,7 @@ PendingCollective Communicator::all_reduce_async_(const at::Tensor& buffer, Redu
   pending.impl_->comm = impl_->comm;
   pending.impl_->owner = impl_;
   pending.impl_->comm_name = name_;
-  check(MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, reduce, impl_->comm,
+  detail::check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, reduce, impl_->comm,
                        &pending.impl_->request),
         "MPI_Iallreduce");
   return pending;
@@ -975,7 +635,7 @@ PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
             "and {} ({})",
             impl_->size, c10::toString(stacked.scalar_type()), fmt::join(stacked.sizes(), ", "),
             c10::toString(out.scalar_type()), fmt::join(out.sizes(), ", "));
-  agree(*impl_, "reduce_scatter_async", out, 0);
+  detail::agree(*impl_, "reduce_scatter_async", out, 0);
   PendingCollective pending;
   if (impl_->size == 1) {
     out.copy_(stacked.view(out.sizes()));
@@ -989,8 +649,8 @@ PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
   }
   const int count = mpi_count(out.numel(), "reduce_scatter");
   const MPI_Datatype type = mpi_type(out.scalar_type(), "reduce_scatter");
-  if (blocking_calls()) {  // see complete_at_start
-    run(*impl_, name_, "reduce_scatter_async", [&](MPI_Request*) {
+  if (detail::blocking_calls()) {  // see complete_at_start
+    detail::run(*impl_, name_, "reduce_scatter_async", [&](MPI_Request*) {
       return MPI_Reduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
                                       impl_->comm);
     });
@@ -1001,7 +661,7 @@ PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
   pending.impl_->comm = impl_->comm;
   pending.impl_->owner = impl_;
   pending.impl_->comm_name = name_;
-  check(MPI_Ireduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
+  detail::check_mpi(MPI_Ireduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
                                   impl_->comm, &pending.impl_->request),
         "MPI_Ireduce_scatter_block");
   return pending;
@@ -1010,9 +670,9 @@ PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
 void Communicator::barrier() const {
   static const at::Tensor nothing = at::empty({0}, at::kByte);
   // Agreeing on the board is a barrier already: every member has posted.
-  const bool on_board = agree(*impl_, "barrier", nothing, 0, {nullptr, 0}).has_value();
+  const bool on_board = detail::agree(*impl_, "barrier", nothing, 0, {nullptr, 0}).has_value();
   if (impl_->size > 1 && !on_board)
-    run(*impl_, name_, "barrier", [&](MPI_Request* r) {
+    detail::run(*impl_, name_, "barrier", [&](MPI_Request* r) {
       return r ? MPI_Ibarrier(impl_->comm, r) : MPI_Barrier(impl_->comm);
     });
 }
@@ -1045,7 +705,7 @@ std::vector<int> world_ranks_of(MPI_Comm comm) {
 
 Communicator Communicator::duplicate(std::string name) const {
   auto impl = std::make_shared<detail::CommImpl>();
-  run(*impl_, name_, "duplicate",
+  detail::run(*impl_, name_, "duplicate",
       [&](MPI_Request* r) {
         return r ? MPI_Comm_idup(impl_->comm, &impl->comm, r) : MPI_Comm_dup(impl_->comm, &impl->comm);
       });
@@ -1061,7 +721,7 @@ Communicator Communicator::duplicate(std::string name) const {
 Communicator Communicator::split(int color, int key, std::string name) const {
   auto impl = std::make_shared<detail::CommImpl>();
   barrier();  // bounded: MPI_Comm_split itself has no nonblocking form to wait on
-  check(MPI_Comm_split(impl_->comm, color, key, &impl->comm), "MPI_Comm_split");
+  detail::check_mpi(MPI_Comm_split(impl_->comm, color, key, &impl->comm), "MPI_Comm_split");
   impl->owned = true;
   ++detail::owned_alive;
   MPI_Comm_rank(impl->comm, &impl->rank);
