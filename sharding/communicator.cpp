@@ -180,9 +180,11 @@ void Communicator::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
   at::Tensor buffer = detail::reduced_in_float(tensor.scalar_type())
                           ? tensor.to(at::kFloat).contiguous()
                           : tensor.contiguous();
-  detail::BoardInput input = detail::board_input(engine, buffer, false, true, detail::kAllReduceMeetings);
+  detail::BoardInput input =
+      detail::board_input(engine, buffer, false, true, detail::kAllReduceMeetings);
   input.stageable = true;
-  const auto on_board = detail::agree(*impl_, "all_reduce", tensor, static_cast<int64_t>(op), input);
+  const auto on_board =
+      detail::agree(*impl_, "all_reduce", tensor, static_cast<int64_t>(op), input);
   if (on_board && on_board->through_staging) {
     detail::staged_all_reduce(*impl_->board, on_board->sequence, impl_->size, impl_->rank,
                               buffer.data_ptr(), buffer.numel(), buffer.scalar_type(), op,
@@ -195,7 +197,7 @@ void Communicator::all_reduce_(at::Tensor& tensor, ReduceOp op) const {
                              buffer.numel(), buffer.scalar_type(), op);
   } else if (engine) {
     engine->all_reduce(buffer, op);
-  } else detail::run(*impl_, name_, "all_reduce", [&](MPI_Request* r) {
+  } else detail::run_mpi(*impl_, name_, "all_reduce", [&](MPI_Request* r) {
     const int count = mpi_count(buffer.numel(), "all_reduce");
     const MPI_Datatype type = mpi_type(buffer.scalar_type(), "all_reduce");
     const MPI_Op reduce = detail::mpi_reduce_op(op, buffer.scalar_type());
@@ -220,7 +222,7 @@ void gather_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const 
   if (on_board)
     return detail::board_all_gather(*c.board, on_board->sequence, c.size, out.data_ptr(), bytes);
   if (engine) return engine->all_gather(local, out);
-  detail::run(c, c.name, "all_gather", [&](MPI_Request* r) {
+  detail::run_mpi(c, c.name, "all_gather", [&](MPI_Request* r) {
     const int count = mpi_count(local.numel() * local.element_size(), "all_gather");
     return r ? MPI_Iallgather(local.data_ptr(), count, MPI_BYTE, out.data_ptr(), count, MPI_BYTE,
                               c.comm, r)
@@ -232,14 +234,14 @@ void gather_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const 
 void scatter_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, const at::Tensor& out,
                   const at::Tensor& stacked, std::optional<detail::OnBoard> on_board) {
   if (on_board && on_board->direct)
-    return detail::direct_reduce_scatter(detail::direct_call(c, on_board->sequence, "reduce_scatter"),
-                                         stacked.data_ptr(), out.data_ptr(), out.numel(),
-                                         out.scalar_type());
+    return detail::direct_reduce_scatter(
+        detail::direct_call(c, on_board->sequence, "reduce_scatter"), stacked.data_ptr(),
+        out.data_ptr(), out.numel(), out.scalar_type());
   if (on_board)
     return detail::board_reduce_scatter(*c.board, on_board->sequence, c.size, c.rank,
                                         out.data_ptr(), out.numel(), out.scalar_type());
   if (engine) return engine->reduce_scatter(stacked, out);
-  detail::run(c, c.name, "reduce_scatter", [&](MPI_Request* r) {
+  detail::run_mpi(c, c.name, "reduce_scatter", [&](MPI_Request* r) {
     const int count = mpi_count(out.numel(), "reduce_scatter");
     const MPI_Datatype type = mpi_type(out.scalar_type(), "reduce_scatter");
     return r ? MPI_Ireduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
@@ -259,7 +261,7 @@ void exchange_rows(const detail::CommImpl& c, detail::DeviceEngine* engine, cons
     return detail::board_all_to_all(*c.board, on_board->sequence, c.size, c.rank, out.data_ptr(),
                                     chunk_bytes);
   if (engine) return engine->all_to_all(send, out);
-  detail::run(c, c.name, "all_to_all", [&](MPI_Request* r) {
+  detail::run_mpi(c, c.name, "all_to_all", [&](MPI_Request* r) {
     const int count = mpi_count(send.numel() / c.size * send.element_size(), "all_to_all");
     return r ? MPI_Ialltoall(send.data_ptr(), count, MPI_BYTE, out.data_ptr(), count, MPI_BYTE,
                              c.comm, r)
@@ -321,10 +323,10 @@ void run_into(detail::CommImpl& c, detail::DeviceEngine* engine, const char* op,
   at::Tensor input = into_input(out, tensor);
   std::optional<detail::MovedParts> parts;
   if (parts_of != nullptr) parts = detail::parts_for(engine, parts_of, c, out, input);
-  const auto on_board =
-      detail::agree(c, op, tensor, 0,
-            parts_of ? detail::moving_input(engine, input, parts, parts_of == detail::gathered_parts)
-                     : detail::board_input(engine, input, false));
+  const detail::BoardInput board =
+      parts_of ? detail::moving_input(engine, input, parts, parts_of == detail::gathered_parts)
+               : detail::board_input(engine, input, false);
+  const auto on_board = detail::agree(c, op, tensor, 0, board);
   rows(c, engine, out, input, on_board);
 }
 
@@ -349,8 +351,8 @@ at::Tensor Communicator::all_gather(const at::Tensor& tensor, int64_t dim) const
     sizes[0] *= impl_->size;
   at::Tensor out = output_buffer(engine, sizes, tensor.options());
   auto parts = detail::parts_for(engine, detail::gathered_parts, *impl_, out, local);
-  const auto on_board =
-      detail::agree(*impl_, "all_gather", tensor, dim, detail::moving_input(engine, local, parts, true));
+  const auto on_board = detail::agree(*impl_, "all_gather", tensor, dim,
+                                      detail::moving_input(engine, local, parts, true));
   gather_rows(*impl_, engine, out, local, on_board);
   if (tensor.dim() == 0 || dim == 0) return out;
   return torch::cat(out.unbind(0), dim);
@@ -389,8 +391,8 @@ at::Tensor Communicator::reduce_scatter(const at::Tensor& tensor, int64_t dim) c
     sizes = stacked.sizes().vec();
     sizes.erase(sizes.begin());
   }
-  const auto on_board =
-      detail::agree(*impl_, "reduce_scatter", tensor, dim, detail::board_input(engine, stacked, false));
+  const auto on_board = detail::agree(*impl_, "reduce_scatter", tensor, dim,
+                                      detail::board_input(engine, stacked, false));
   at::Tensor out = output_buffer(engine, sizes, input.options());
   scatter_rows(*impl_, engine, out, stacked, on_board);
   return out.scalar_type() == tensor.scalar_type() ? out : out.to(tensor.scalar_type());
@@ -437,7 +439,7 @@ at::Tensor Communicator::all_to_all(const at::Tensor& tensor, int64_t split_dim,
   at::Tensor received = output_buffer(engine, sizes, send.options());
   auto parts = detail::parts_for(engine, detail::exchanged_parts, *impl_, received, send);
   const auto on_board = detail::agree(*impl_, "all_to_all", tensor, split_dim * 64 + concat_dim,
-                              detail::moving_input(engine, send, parts, false));
+                                      detail::moving_input(engine, send, parts, false));
   exchange_rows(*impl_, engine, received, send, on_board);
   if (concat_dim == 0) return received;
   return torch::cat(received.unbind(0), concat_dim);
@@ -472,7 +474,7 @@ void Communicator::broadcast_(at::Tensor& tensor, int root) const {
   int64_t bytes = buffer.numel() * static_cast<int64_t>(buffer.element_size());
   // Only the root's input is read: the others put nothing on the board.
   const auto on_board = detail::agree(*impl_, "broadcast", tensor, root,
-                              detail::board_input(engine, buffer, true, impl_->rank == root));
+                                      detail::board_input(engine, buffer, true, impl_->rank == root));
   if (on_board && on_board->direct) {
     detail::direct_broadcast(detail::direct_call(*impl_, on_board->sequence, "broadcast"), root,
                              buffer.data_ptr(), static_cast<size_t>(bytes));
@@ -481,7 +483,7 @@ void Communicator::broadcast_(at::Tensor& tensor, int root) const {
                             buffer.data_ptr(), static_cast<size_t>(bytes));
   } else if (engine) {
     engine->broadcast(buffer, root);
-  } else detail::run(*impl_, name_, "broadcast", [&](MPI_Request* r) {
+  } else detail::run_mpi(*impl_, name_, "broadcast", [&](MPI_Request* r) {
     const int count = mpi_count(bytes, "broadcast");
     return r ? MPI_Ibcast(buffer.data_ptr(), count, MPI_BYTE, root, impl_->comm, r)
              : MPI_Bcast(buffer.data_ptr(), count, MPI_BYTE, root, impl_->comm);
@@ -518,11 +520,13 @@ at::Tensor Communicator::permute(const at::Tensor& tensor,
   MPI_Request requests[2];
   int n = 0;
   if (source_of[me] >= 0)
-    detail::check_mpi(MPI_Irecv(out.data_ptr(), count, MPI_BYTE, source_of[me], 7, impl_->comm, &requests[n++]),
-          "MPI_Irecv");
+    detail::check_mpi(MPI_Irecv(out.data_ptr(), count, MPI_BYTE, source_of[me], 7, impl_->comm,
+                                &requests[n++]),
+                      "MPI_Irecv");
   if (dest_of[me] >= 0)
-    detail::check_mpi(MPI_Isend(local.data_ptr(), count, MPI_BYTE, dest_of[me], 7, impl_->comm, &requests[n++]),
-          "MPI_Isend");
+    detail::check_mpi(MPI_Isend(local.data_ptr(), count, MPI_BYTE, dest_of[me], 7, impl_->comm,
+                                &requests[n++]),
+                      "MPI_Isend");
   for (int i = 0; i < n; ++i) detail::wait_for(&requests[i], impl_->comm, "permute", name_.c_str());
   return out;
 }
@@ -602,7 +606,7 @@ PendingCollective Communicator::all_reduce_async_(const at::Tensor& buffer, Redu
   const MPI_Datatype type = mpi_type(buffer.scalar_type(), "all_reduce");
   const MPI_Op reduce = detail::mpi_reduce_op(op, buffer.scalar_type());
   if (detail::blocking_calls()) {  // see complete_at_start
-    detail::run(*impl_, name_, "all_reduce_async_", [&](MPI_Request*) {
+    detail::run_mpi(*impl_, name_, "all_reduce_async_", [&](MPI_Request*) {
       return MPI_Allreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, reduce, impl_->comm);
     });
     return pending;
@@ -612,9 +616,9 @@ PendingCollective Communicator::all_reduce_async_(const at::Tensor& buffer, Redu
   pending.impl_->comm = impl_->comm;
   pending.impl_->owner = impl_;
   pending.impl_->comm_name = name_;
-  detail::check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, reduce, impl_->comm,
-                       &pending.impl_->request),
-        "MPI_Iallreduce");
+  detail::check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, reduce,
+                                   impl_->comm, &pending.impl_->request),
+                    "MPI_Iallreduce");
   return pending;
 }
 
@@ -650,7 +654,7 @@ PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
   const int count = mpi_count(out.numel(), "reduce_scatter");
   const MPI_Datatype type = mpi_type(out.scalar_type(), "reduce_scatter");
   if (detail::blocking_calls()) {  // see complete_at_start
-    detail::run(*impl_, name_, "reduce_scatter_async", [&](MPI_Request*) {
+    detail::run_mpi(*impl_, name_, "reduce_scatter_async", [&](MPI_Request*) {
       return MPI_Reduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
                                       impl_->comm);
     });
@@ -661,9 +665,9 @@ PendingCollective Communicator::reduce_scatter_async(const at::Tensor& stacked,
   pending.impl_->comm = impl_->comm;
   pending.impl_->owner = impl_;
   pending.impl_->comm_name = name_;
-  detail::check_mpi(MPI_Ireduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type, MPI_SUM,
-                                  impl_->comm, &pending.impl_->request),
-        "MPI_Ireduce_scatter_block");
+  detail::check_mpi(MPI_Ireduce_scatter_block(stacked.data_ptr(), out.data_ptr(), count, type,
+                                              MPI_SUM, impl_->comm, &pending.impl_->request),
+                    "MPI_Ireduce_scatter_block");
   return pending;
 }
 
@@ -672,7 +676,7 @@ void Communicator::barrier() const {
   // Agreeing on the board is a barrier already: every member has posted.
   const bool on_board = detail::agree(*impl_, "barrier", nothing, 0, {nullptr, 0}).has_value();
   if (impl_->size > 1 && !on_board)
-    detail::run(*impl_, name_, "barrier", [&](MPI_Request* r) {
+    detail::run_mpi(*impl_, name_, "barrier", [&](MPI_Request* r) {
       return r ? MPI_Ibarrier(impl_->comm, r) : MPI_Barrier(impl_->comm);
     });
 }
@@ -705,7 +709,7 @@ std::vector<int> world_ranks_of(MPI_Comm comm) {
 
 Communicator Communicator::duplicate(std::string name) const {
   auto impl = std::make_shared<detail::CommImpl>();
-  detail::run(*impl_, name_, "duplicate",
+  detail::run_mpi(*impl_, name_, "duplicate",
       [&](MPI_Request* r) {
         return r ? MPI_Comm_idup(impl_->comm, &impl->comm, r) : MPI_Comm_dup(impl_->comm, &impl->comm);
       });

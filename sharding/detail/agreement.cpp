@@ -74,7 +74,7 @@ bool fingerprints_match(CommImpl& c, uint64_t sequence, const char* op,
   if (c.board) return c.board->agree(sequence, h, c.comm, op, c.name, address);
   const int64_t fp = static_cast<int64_t>(h >> 1);  // non-negative, so -fp is safe
   std::array<int64_t, 2> both{fp, -fp};             // max of fp and of -fp: min == max?
-  run(c, c.name, op, [&](MPI_Request* r) {
+  run_mpi(c, c.name, op, [&](MPI_Request* r) {
     return r ? MPI_Iallreduce(MPI_IN_PLACE, both.data(), 2, MPI_INT64_T, MPI_MAX, c.comm, r)
              : MPI_Allreduce(MPI_IN_PLACE, both.data(), 2, MPI_INT64_T, MPI_MAX, c.comm);
   });
@@ -86,7 +86,7 @@ std::vector<T> all_gather_fixed(const CommImpl& c, const char* op, const T* mine
                                 int count) {
   std::vector<T> all(static_cast<size_t>(count) * c.size);
   const int bytes = count * static_cast<int>(sizeof(T));
-  run(c, c.name, op, [&](MPI_Request* r) {
+  run_mpi(c, c.name, op, [&](MPI_Request* r) {
     return r ? MPI_Iallgather(mine, bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, c.comm, r)
              : MPI_Allgather(mine, bytes, MPI_BYTE, all.data(), bytes, MPI_BYTE, c.comm);
   });

@@ -21,7 +21,7 @@ bool blocking_calls();
 // watchdog (collective_watchdog.h); without one, `call(&request)` starts the nonblocking call and
 // wait_for waits for it.
 template <class Call>
-void run(const CommImpl& c, const std::string& comm_name, const char* op, Call call) {
+void run_mpi(const CommImpl& c, const std::string& comm_name, const char* op, Call call) {
   if (blocking_calls()) {
     WatchedCall watched(c.comm, op, comm_name.c_str());
     check_mpi(call(nullptr), op);
