@@ -6,7 +6,6 @@
 #include <nnx/sharding/communicator.h>
 #include <nnx/sharding/detail/agreement.h>
 #include <nnx/sharding/detail/board_collectives.h>
-#include <nnx/sharding/detail/call_stack.h>
 #include <nnx/sharding/detail/collective_wait.h>
 #include <nnx/sharding/detail/collective_watchdog.h>
 #include <nnx/sharding/detail/comm_impl.h>
@@ -17,21 +16,17 @@
 #include <nnx/sharding/detail/live_communicators.h>
 #include <nnx/sharding/detail/mpi_reduce_op.h>
 #include <nnx/sharding/detail/mpi_run.h>
-#include <nnx/sharding/detail/stall_probe.h>
 #include <nnx/sharding/world.h>
 
 #include <ATen/MemoryOverlap.h>
 #include <mpi.h>
 #include <torch/types.h>
 
-#include <array>
 #include <atomic>
 #include <climits>
-#include <cstring>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
-#include <string_view>
 #include <vector>
 
 namespace nnx {

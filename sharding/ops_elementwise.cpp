@@ -29,6 +29,18 @@ void check_broadcast(const Array& a, const Array& b, const char* op) {
   }
 }
 
+// fn(a, b), broadcast by LibTorch; where it refuses, the error names both shapes.
+template <class Fn>
+at::Tensor broadcast_by_torch(const Array& a0, const Array& b0, const char* op, Fn& fn,
+                              const at::Tensor& a, const at::Tensor& b) {
+  try {
+    return fn(a, b);
+  } catch (const c10::Error&) {
+    check_broadcast(a0, b0, op);  // names the shapes when they do not broadcast
+    throw;
+  }
+}
+
 template <class Fn>
 Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* op, Fn fn) {
   // The common case first: operands laid out alike need no rule (the result is laid out as
@@ -38,29 +50,17 @@ Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* 
       (a0.layout() == b0.layout() || (a0.shape() == b0.shape() && a0.spec() == b0.spec())))
     return a0.with_local(fn(a0.local(), b0.local()));
   if (!a0.mesh() && !b0.mesh() && a0.defined() && b0.defined()) {
-    try {
-      at::Tensor out = fn(a0.local(), b0.local());
-      // Not broadcast: the result shares a0's layout.
-      if (!a0.initializer() && out.sizes().equals(a0.shape())) return a0.with_local(std::move(out));
-      return Array(std::move(out));
-    } catch (const c10::Error&) {
-      check_broadcast(a0, b0, op);  // names the shapes when they do not broadcast
-      throw;
-    }
+    at::Tensor out = broadcast_by_torch(a0, b0, op, fn, a0.local(), b0.local());
+    // Not broadcast: the result shares a0's layout.
+    if (!a0.initializer() && out.sizes().equals(a0.shape())) return a0.with_local(std::move(out));
+    return Array(std::move(out));
   }
+  // An input is on a mesh (both on none were taken above; an empty one is an error here).
   const auto& mesh = common_mesh({&a0, &b0}, op);
-  if (!mesh || all_replicated({&a0, &b0})) {  // no rule: LibTorch broadcasts
-    at::Tensor out;
-    try {
-      const at::Tensor a = local_on_mesh(a0, mesh), b = local_on_mesh(b0, mesh);
-      out = fn(a, b);
-    } catch (const c10::Error&) {
-      check_broadcast(a0, b0, op);
-      throw;
-    }
-    if (!mesh) return Array(std::move(out));
-    return replicated_result(std::move(out), mesh, {&a0, &b0});
-  }
+  if (all_replicated({&a0, &b0}))  // no rule: LibTorch broadcasts
+    return replicated_result(broadcast_by_torch(a0, b0, op, fn, local_on_mesh(a0, mesh),
+                                                local_on_mesh(b0, mesh)),
+                             mesh, {&a0, &b0});
   check_broadcast(a0, b0, op);
   std::optional<Array> held_a, held_b, laid_a, laid_b;
   const Array& a = on_mesh(a0, mesh, held_a);

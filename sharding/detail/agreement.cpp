@@ -5,6 +5,7 @@
 #include <nnx/sharding/detail/call_stack.h>
 #include <nnx/sharding/detail/mpi_run.h>
 #include <nnx/sharding/detail/staged_all_reduce.h>
+#include <nnx/sharding/detail/stall_probe.h>
 
 #include <c10/core/DeviceType.h>
 #include <fmt/format.h>
