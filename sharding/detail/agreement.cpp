@@ -164,7 +164,8 @@ std::optional<OnBoard> agree(CommImpl& c, const char* op, const at::Tensor& t,
     if (on_board && input.data != nullptr && input.bytes > 0)
       std::memcpy(c.board->own_region(sequence), input.data, bytes);
     if (through_staging)
-      std::memcpy(staged_input(*c.board, c.size, c.rank), input.data, bytes);
+      stage_input(*c.board, c.size, c.rank, input.data,
+                  static_cast<int64_t>(bytes / input.element_bytes), input.element_bytes);
     MovedParts* moved = direct ? input.moved : nullptr;
     if (fingerprints_match(c, sequence, op, t, extra, direct ? input.data : nullptr, moved)) {
       if (direct) c.calls += input.direct_meetings;
@@ -220,9 +221,11 @@ std::optional<OnBoard> agree(CommImpl& c, const char* op, const at::Tensor& t,
 BoardInput board_input(const DeviceEngine* engine, const at::Tensor& input,
                        bool moves_only, bool shared, int direct_meetings) {
   if (engine) return {};
-  return {shared ? input.data_ptr() : nullptr,
-          input.numel() * static_cast<int64_t>(input.element_size()), moves_only,
-          direct_meetings};
+  BoardInput board{shared ? input.data_ptr() : nullptr,
+                   input.numel() * static_cast<int64_t>(input.element_size()), moves_only,
+                   direct_meetings};
+  board.element_bytes = input.element_size();
+  return board;
 }
 
 MovedParts& moved_parts(const OnBoard& on_board) {

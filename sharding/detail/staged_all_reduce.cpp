@@ -25,6 +25,9 @@ size_t slot_bytes(const FingerprintBoard& board, int members) {
   return board.staging_bytes() / (static_cast<size_t>(members) + 1) / 64 * 64;
 }
 
+// The first element of chunk `chunk` of `numel` elements shared by `members` members.
+int64_t first_of(int64_t numel, int members, int chunk) { return numel * chunk / members; }
+
 }  // namespace
 
 int64_t staged_all_reduces_run() { return staged_runs.load(); }
@@ -38,6 +41,17 @@ void* staged_input(const FingerprintBoard& board, int members, int member) {
          (1 + static_cast<size_t>(member)) * slot_bytes(board, members);
 }
 
+void stage_input(const FingerprintBoard& board, int members, int me, const void* data,
+                 int64_t numel, size_t element_bytes) {
+  const auto* from = static_cast<const char*>(data);
+  auto* slot = static_cast<char*>(staged_input(board, members, me));
+  const size_t own_start = static_cast<size_t>(first_of(numel, members, me)) * element_bytes;
+  const size_t own_end = static_cast<size_t>(first_of(numel, members, me + 1)) * element_bytes;
+  const size_t bytes = static_cast<size_t>(numel) * element_bytes;
+  std::memcpy(slot, from, own_start);
+  std::memcpy(slot + own_end, from + own_end, bytes - own_end);
+}
+
 void staged_all_reduce(FingerprintBoard& board, uint64_t sequence, int members, int me,
                        void* buffer, int64_t numel, at::ScalarType dtype, ReduceOp op,
                        MPI_Comm comm, const std::string& comm_name) {
@@ -45,16 +59,17 @@ void staged_all_reduce(FingerprintBoard& board, uint64_t sequence, int members, 
   ++staged_runs;
   auto* data = static_cast<char*>(buffer);
   const size_t element = c10::elementSize(dtype);
-  auto first_of = [&](int chunk) { return numel * chunk / members; };
-  auto offset_of = [&](int chunk) { return static_cast<size_t>(first_of(chunk)) * element; };
-  // This member's own input is read from its buffer, the same bytes as its slot.
+  auto offset_of = [&](int chunk) {
+    return static_cast<size_t>(first_of(numel, members, chunk)) * element;
+  };
+  // This member's own chunk is read from its buffer: its slot holds the others' chunks alone.
   auto input_of = [&](int m) -> const char* {
     return m == me ? data : static_cast<const char*>(staged_input(board, members, m));
   };
   auto* sums = static_cast<char*>(board.staging());
   const auto block = static_cast<int64_t>(std::max<size_t>(1, kStagedBlockBytes / element));
-  const int64_t last = first_of(me + 1);
-  for (int64_t start = first_of(me); start < last; start += block) {
+  const int64_t last = first_of(numel, members, me + 1);
+  for (int64_t start = first_of(numel, members, me); start < last; start += block) {
     const size_t at = static_cast<size_t>(start) * element;
     combine_members(sums + at, members, [&](int m) { return input_of(m) + at; },
                     std::min(block, last - start), dtype, op, "all_reduce");

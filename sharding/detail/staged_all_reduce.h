@@ -1,6 +1,6 @@
 // An all-reduce through the board's staging area, for inputs too large for the board's regions
 // and small enough that every member's input and the sums fit the area: each member copies its
-// input into its slot of the area before it posts the call, so the fingerprint meeting is also
+// input, but for the chunk it sums itself, into its slot of the area before it posts the call, so the fingerprint meeting is also
 // the moment every input is readable. Each member then sums its chunk of every input, in member
 // order, into the sums slot at the chunk's offset, the members meet once more, and each copies
 // every chunk's sum into its buffer. Every copy is a memcpy between shared and private memory,
@@ -34,6 +34,10 @@ int64_t staged_all_reduces_run();
 bool fits_staging(const FingerprintBoard& board, int members, size_t bytes);
 // Where member `member` of `members` leaves its input before it posts.
 void* staged_input(const FingerprintBoard& board, int members, int member);
+// Copies into member `me`'s slot the chunks of its input `data` (`numel` elements of
+// `element_bytes`) that the other members sum: its own chunk is summed from its buffer.
+void stage_input(const FingerprintBoard& board, int members, int me, const void* data,
+                 int64_t numel, size_t element_bytes);
 
 // After every member has posted collective `sequence` with its input staged: `buffer` (`numel`
 // elements of `dtype`, this member's own input) becomes the member-order combination of all.
