@@ -20,7 +20,8 @@
 // (first_call_again_ratio). The three lone calls take turns at each place in a sample. Those two
 // ratios time rank 0; first_call_all_ratio and first_call_all_again_ratio time the slowest
 // member of each lone call instead (when every member has its result); first_call_members gives
-// each member's own ratio, and first_call_mean_ratio (and _again_) the members' medians summed,
+// each member's own ratio, first_call_members_us each member's medians in microseconds (MPI,
+// MPI again, nnx), and first_call_mean_ratio (and _again_) the members' medians summed,
 // nnx's over MPI's. Rank 0 leaves MPI's barrier first, so its lone call waits the longest for
 // the others.
 #include <nnx/nnx.h>
@@ -176,11 +177,14 @@ int main(int argc, char** argv) {
       MPI_Gather(own.data(), 3, MPI_DOUBLE, members.data(), 3, MPI_DOUBLE, 0, MPI_COMM_WORLD);
       if (world.rank() != 0) continue;
       std::array<double, 3> summed{};
-      std::string member_ratios;
+      std::string member_ratios, member_us;
       for (int m = 0; m < n; ++m) {
         for (int s = 0; s < 3; ++s) summed[s] += members[3 * m + s];
         member_ratios +=
             fmt::format("{}{:.3f}", m == 0 ? "" : ", ", members[3 * m + 2] / members[3 * m]);
+        member_us += fmt::format("{}[{:.1f}, {:.1f}, {:.1f}]", m == 0 ? "" : ", ",
+                                 members[3 * m] * 1e6, members[3 * m + 1] * 1e6,
+                                 members[3 * m + 2] * 1e6);
       }
       std::string line = fmt::format(
           "{{\"bench\": \"collectives\", \"op\": \"{}\", \"ranks\": {}, \"bytes\": {}, "
@@ -200,9 +204,9 @@ int main(int argc, char** argv) {
           ", \"first_call_all_ratio\": {:.3f}, \"first_call_all_again_ratio\": {:.3f}",
           all_ratio, all_again_ratio);
       line += fmt::format(
-          ", \"first_call_members\": [{}], \"first_call_mean_ratio\": {:.3f}, "
-          "\"first_call_mean_again_ratio\": {:.3f}",
-          member_ratios, summed[2] / summed[0], summed[1] / summed[0]);
+          ", \"first_call_members\": [{}], \"first_call_members_us\": [{}], "
+          "\"first_call_mean_ratio\": {:.3f}, \"first_call_mean_again_ratio\": {:.3f}",
+          member_ratios, member_us, summed[2] / summed[0], summed[1] / summed[0]);
       fmt::print("{}}}\n", line);
     }
   }
