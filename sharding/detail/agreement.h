@@ -26,8 +26,9 @@ struct BoardInput {
   bool moves_only = false;
   int direct_meetings = -1;
   bool stageable = false;  // an all-reduce, which may go through the staging area instead
-  size_t element_bytes = 1;  // of the input's dtype: where the staging area's chunks start
   bool gathers = false;    // an all-gather (board_room)
+  // Bytes per element of the input's dtype: where a staged all-reduce's chunks start.
+  size_t element_bytes = 1;
   // Where members read directly, the parts of a call that only moves data (an all-gather's or an
   // all-to-all's), some moved while the others post.
   MovedParts* moved = nullptr;

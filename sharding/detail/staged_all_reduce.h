@@ -1,10 +1,11 @@
 // An all-reduce through the board's staging area, for inputs too large for the board's regions
 // and small enough that every member's input and the sums fit the area: each member copies its
-// input, but for the chunk it sums itself, into its slot of the area before it posts the call, so the fingerprint meeting is also
-// the moment every input is readable. Each member then sums its chunk of every input, in member
-// order, into the sums slot at the chunk's offset, the members meet once more, and each copies
-// every chunk's sum into its buffer. Every copy is a memcpy between shared and private memory,
-// where a kernel read (direct_collectives.h) costs about three times as much per byte.
+// input, all but the chunk it sums itself, into its slot of the area before it posts the call, so
+// the fingerprint meeting is also the moment every input is readable. Each member then sums its
+// chunk of every input (its own from its buffer), in member order, into the sums slot at the
+// chunk's offset, the members meet once more, and each copies every chunk's sum into its buffer.
+// Every copy is a memcpy between shared and private memory, where a kernel read
+// (direct_collectives.h) costs about three times as much per byte.
 //
 // The slots are fixed, whatever a call's size. A member writes its input slot for the next call
 // only after this call's second meeting, when every member is done reading the inputs, and the
