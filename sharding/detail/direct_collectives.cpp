@@ -4,8 +4,11 @@
 #include <nnx/sharding/detail/collective_wait.h>
 #include <nnx/sharding/detail/combine.h>
 #include <nnx/sharding/detail/exit_protocol.h>
+#include <nnx/sharding/threads.h>
 
 #include <fmt/format.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -148,9 +151,13 @@ void finish(const DirectCall& call, const std::optional<Refusal>& refused, uint6
                                    call.comm_name, what));
 }
 
-// Reductions read the members' inputs in blocks of this many bytes, so that each block is added
-// while it is still in cache.
-constexpr size_t kBlockBytes = 128 << 10;
+// Reductions read the members' inputs in blocks, so that each block is added while it is still
+// in cache. Three blocks (reduce_in_blocks' scratch) take at most half of a core's L2 cache, in
+// powers of two from 128 KiB to 512 KiB, where each rank has a core; 128 KiB where ranks share
+// cores, and so their caches. On two ranks with 2 MiB of L2 each, 256 and 512 KiB blocks took a
+// 2 MiB all-reduce from 1.04 to 1.00 and 0.98 of MPI's time; on four ranks over two cores they
+// were slower than 128 KiB (docs/benchmarks.md).
+constexpr size_t kSmallestBlockBytes = 128 << 10, kLargestBlockBytes = 512 << 10;
 
 // out = the member-order combination of the `numel` elements at byte `offset` in every member's
 // input (`own` is this member's), each block of another member's read by read(m, at, into,
@@ -161,12 +168,13 @@ template <class Read>
 void reduce_in_blocks(const DirectCall& call, const char* own, size_t offset, char* out,
                       int64_t numel, at::ScalarType dtype, ReduceOp op, Read read) {
   // Member 0's block, another member's, and a sum held aside.
-  thread_local std::vector<char> scratch(3 * kBlockBytes);
+  const size_t block_size = reduce_block_bytes();
+  thread_local std::vector<char> scratch(3 * block_size);
   char* first = scratch.data();
-  char* incoming = first + kBlockBytes;
-  char* held = incoming + kBlockBytes;
+  char* incoming = first + block_size;
+  char* held = incoming + block_size;
   const size_t element = c10::elementSize(dtype);
-  const auto block = static_cast<int64_t>(std::max<size_t>(1, kBlockBytes / element));
+  const auto block = static_cast<int64_t>(std::max<size_t>(1, block_size / element));
   const bool out_is_own = out == own + offset;
   for (int64_t start = 0; start < numel; start += block) {
     const int64_t n = std::min(block, numel - start);
@@ -200,6 +208,18 @@ void each_other_member(const DirectCall& call, Read read) {
 }
 
 }  // namespace
+
+size_t reduce_block_bytes() {
+  static const size_t bytes = [] {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    size_t block = kSmallestBlockBytes;
+    if (ranks_outnumber_cores() || l2 <= 0) return block;
+    while (2 * block <= kLargestBlockBytes && 3 * 2 * block <= static_cast<size_t>(l2) / 2)
+      block *= 2;
+    return block;
+  }();
+  return bytes;
+}
 
 int64_t direct_collectives_run() { return direct_runs.load(); }
 

@@ -35,6 +35,10 @@ int64_t direct_reads_early();
 // (for tests).
 int64_t direct_reads_asked();
 
+// Bytes of each block a reduction reads from every member and adds while it is in cache: sized
+// to this machine's L2 cache and how many ranks share its cores.
+size_t reduce_block_bytes();
+
 // What every direct collective needs besides its buffers.
 struct DirectCall {
   FingerprintBoard& board;

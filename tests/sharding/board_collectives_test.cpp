@@ -226,8 +226,8 @@ TEST_CASE("a float sum on the board has the same bits on every member, in member
                                   .to(torch::kFloat), 1e-5, 1e-4));
   // So does an all_reduce read directly, over chunks that do not split evenly and span several
   // blocks of the reads, and every member gets the same bits.
-  constexpr int64_t kWide = 65536;
-  auto wide = at::randn({n * kWide + 3}, generator, torch::kFloat) * std::pow(10.f, me % 3);
+  const auto wide_chunk = static_cast<int64_t>(nnx::detail::reduce_block_bytes() / 4 * 2);
+  auto wide = at::randn({n * wide_chunk + 3}, generator, torch::kFloat) * std::pow(10.f, me % 3);
   auto wides = world.all_gather(wide.unsqueeze(0), 0);
   auto wide_sum = wide.clone();
   world.all_reduce_(wide_sum);
@@ -247,15 +247,16 @@ TEST_CASE("a float sum on the board has the same bits on every member, in member
   CHECK(std::isnan(low[3].item<float>()));
   CHECK(high[0].item<float>() == static_cast<float>(n - 1));
   CHECK(low[0].item<float>() == 0.f);
-  auto wide_nan = torch::full({n * kWide + 3}, static_cast<float>(me));
-  if (me == 0) wide_nan[n * kWide + 2] = std::numeric_limits<float>::quiet_NaN();
+  auto wide_nan = torch::full({n * wide_chunk + 3}, static_cast<float>(me));
+  if (me == 0) wide_nan[n * wide_chunk + 2] = std::numeric_limits<float>::quiet_NaN();
   auto wide_high = wide_nan.clone(), wide_low = wide_nan.clone();
   world.all_reduce_(wide_high, nnx::ReduceOp::max);
   world.all_reduce_(wide_low, nnx::ReduceOp::min);
-  CHECK(std::isnan(wide_high[n * kWide + 2].item<float>()));
-  CHECK(std::isnan(wide_low[n * kWide + 2].item<float>()));
-  CHECK(torch::equal(wide_high.narrow(0, 0, n * kWide), torch::full({n * kWide}, n - 1.f)));
-  CHECK(torch::equal(wide_low.narrow(0, 0, n * kWide), torch::zeros({n * kWide})));
+  CHECK(std::isnan(wide_high[n * wide_chunk + 2].item<float>()));
+  CHECK(std::isnan(wide_low[n * wide_chunk + 2].item<float>()));
+  CHECK(torch::equal(wide_high.narrow(0, 0, n * wide_chunk),
+                     torch::full({n * wide_chunk}, n - 1.f)));
+  CHECK(torch::equal(wide_low.narrow(0, 0, n * wide_chunk), torch::zeros({n * wide_chunk})));
 }
 
 TEST_CASE("an all-reduce gives the same bits through the staging area, by direct reads and MPI",
@@ -650,13 +651,15 @@ TEST_CASE("a refused direct read is asked of its member through MPI, with the sa
   if (me == 0) nnx::detail::fail_direct_read(n - 2);
   CHECK(torch::equal(world.reduce_scatter(x, 0), scattered));
   CHECK(asked_since() == (me == 0 ? 1 : 0));
-  // A block past the first: 40000 floats per member's chunk are two blocks, the second partial;
-  // each member's chunk holds its position, so a block asked at the wrong offset shows.
-  auto wide = torch::arange(40000 * n).to(torch::kFloat).remainder(40000 * n - 7) + me;
+  // A block past the first: a block and a quarter of floats per member's chunk are two blocks,
+  // the second partial; each member's chunk holds its position, so a block asked at the wrong
+  // offset shows.
+  const int64_t per = static_cast<int64_t>(nnx::detail::reduce_block_bytes() / 4) * 5 / 4;
+  auto wide = torch::arange(per * n).to(torch::kFloat).remainder(per * n - 7) + me;
   if (me == n - 1) nnx::detail::fail_direct_read(n - 1);  // the second block's first read
   const auto chunk_sums =
-      (torch::arange(40000 * n).to(torch::kFloat).remainder(40000 * n - 7) * n +
-       n * (n - 1) / 2).narrow(0, 40000 * me, 40000);
+      (torch::arange(per * n).to(torch::kFloat).remainder(per * n - 7) * n +
+       n * (n - 1) / 2).narrow(0, per * me, per);
   CHECK(torch::equal(world.reduce_scatter(wide, 0), chunk_sums));
   CHECK(asked_since() == (me == n - 1 ? 1 : 0));
   // Every member's first read of an all_to_all: each asks while others ask of it.
