@@ -164,8 +164,7 @@ std::optional<OnBoard> agree(CommImpl& c, const char* op, const at::Tensor& t,
     if (on_board && input.data != nullptr && input.bytes > 0)
       std::memcpy(c.board->own_region(sequence), input.data, bytes);
     if (through_staging)
-      stage_input(*c.board, c.size, c.rank, input.data,
-                  static_cast<int64_t>(bytes / input.element_bytes), input.element_bytes);
+      stage_input(*c.board, c.size, c.rank, input.data, bytes, input.element_bytes);
     MovedParts* moved = direct ? input.moved : nullptr;
     if (fingerprints_match(c, sequence, op, t, extra, direct ? input.data : nullptr, moved)) {
       if (direct) c.calls += input.direct_meetings;

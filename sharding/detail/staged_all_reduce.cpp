@@ -25,8 +25,12 @@ size_t slot_bytes(const FingerprintBoard& board, int members) {
   return board.staging_bytes() / (static_cast<size_t>(members) + 1) / 64 * 64;
 }
 
-// The first element of chunk `chunk` of `numel` elements shared by `members` members.
+// The first element of chunk `chunk` of `numel` elements shared by `members` members, and its
+// byte offset for elements of `element` bytes.
 int64_t first_of(int64_t numel, int members, int chunk) { return numel * chunk / members; }
+size_t offset_of(int64_t numel, int members, int chunk, size_t element) {
+  return static_cast<size_t>(first_of(numel, members, chunk)) * element;
+}
 
 }  // namespace
 
@@ -42,12 +46,12 @@ void* staged_input(const FingerprintBoard& board, int members, int member) {
 }
 
 void stage_input(const FingerprintBoard& board, int members, int me, const void* data,
-                 int64_t numel, size_t element_bytes) {
+                 size_t bytes, size_t element_bytes) {
   const auto* from = static_cast<const char*>(data);
   auto* slot = static_cast<char*>(staged_input(board, members, me));
-  const size_t own_start = static_cast<size_t>(first_of(numel, members, me)) * element_bytes;
-  const size_t own_end = static_cast<size_t>(first_of(numel, members, me + 1)) * element_bytes;
-  const size_t bytes = static_cast<size_t>(numel) * element_bytes;
+  const auto numel = static_cast<int64_t>(bytes / element_bytes);
+  const size_t own_start = offset_of(numel, members, me, element_bytes);
+  const size_t own_end = offset_of(numel, members, me + 1, element_bytes);
   std::memcpy(slot, from, own_start);
   std::memcpy(slot + own_end, from + own_end, bytes - own_end);
 }
@@ -59,9 +63,6 @@ void staged_all_reduce(FingerprintBoard& board, uint64_t sequence, int members, 
   ++staged_runs;
   auto* data = static_cast<char*>(buffer);
   const size_t element = c10::elementSize(dtype);
-  auto offset_of = [&](int chunk) {
-    return static_cast<size_t>(first_of(numel, members, chunk)) * element;
-  };
   // This member's own chunk is read from its buffer: its slot holds the others' chunks alone.
   auto input_of = [&](int m) -> const char* {
     return m == me ? data : static_cast<const char*>(staged_input(board, members, m));
@@ -77,7 +78,8 @@ void staged_all_reduce(FingerprintBoard& board, uint64_t sequence, int members, 
   board.agree(sequence + 1, kChunkSummed, comm, "all_reduce", comm_name);
   for (int step = 0; step < members; ++step) {
     const int m = (me + step) % members;
-    std::memcpy(data + offset_of(m), sums + offset_of(m), offset_of(m + 1) - offset_of(m));
+    const size_t at = offset_of(numel, members, m, element);
+    std::memcpy(data + at, sums + at, offset_of(numel, members, m + 1, element) - at);
   }
 }
 

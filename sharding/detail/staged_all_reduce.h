@@ -35,10 +35,10 @@ int64_t staged_all_reduces_run();
 bool fits_staging(const FingerprintBoard& board, int members, size_t bytes);
 // Where member `member` of `members` leaves its input before it posts.
 void* staged_input(const FingerprintBoard& board, int members, int member);
-// Copies into member `me`'s slot the chunks of its input `data` (`numel` elements of
+// Copies into member `me`'s slot the chunks of its input `data` (`bytes`, in elements of
 // `element_bytes`) that the other members sum: its own chunk is summed from its buffer.
 void stage_input(const FingerprintBoard& board, int members, int me, const void* data,
-                 int64_t numel, size_t element_bytes);
+                 size_t bytes, size_t element_bytes);
 
 // After every member has posted collective `sequence` with its input staged: `buffer` (`numel`
 // elements of `dtype`, this member's own input) becomes the member-order combination of all.
