@@ -60,7 +60,7 @@ std::optional<OnBoard> agree(CommImpl& c, const char* op, const at::Tensor& t, i
 // A contiguous input for agree(): CPU inputs may move on the board, not a device engine's, or be
 // read directly by members that then meet `direct_meetings` more times (a collective that only
 // reads meets no more: each member waits for its own readers instead).
-constexpr int kAllReduceMeetings = 2;  // members read each other's sums, then finish
+constexpr int kAllReduceMeetings = 1;  // members finish once the sums have moved
 BoardInput board_input(const DeviceEngine* engine, const at::Tensor& input, bool moves_only,
                        bool shared = true, int direct_meetings = 0);
 

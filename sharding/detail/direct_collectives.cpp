@@ -4,6 +4,7 @@
 #include <nnx/sharding/detail/collective_wait.h>
 #include <nnx/sharding/detail/combine.h>
 #include <nnx/sharding/detail/exit_protocol.h>
+#include <nnx/sharding/detail/sum_transfers.h>
 #include <nnx/sharding/threads.h>
 
 #include <fmt/format.h>
@@ -16,8 +17,10 @@
 #include <chrono>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace nnx::detail {
@@ -27,10 +30,11 @@ namespace {
 std::atomic<int64_t> direct_runs{0};
 std::atomic<int64_t> asked_reads{0};
 std::atomic<int64_t> early_reads{0};
-std::atomic<int> reads_before_failure{-1};  // -1: none fails
+std::atomic<int64_t> written_blocks{0};
+std::atomic<int> copies_before_failure{-1};  // -1: none fails
 std::atomic<int> milliseconds_before_reads{0};
 
-// What members post after an all-reduce's reads (at sequence + 1 and + 2): all done, or some read
+// What members post after an all-reduce's copies (at sequence + 1): all done, or some copy
 // failed.
 constexpr uint64_t kDone = 0x446f6e65ull << 32;
 constexpr uint64_t kFailed = 0x4661696cull << 32;
@@ -48,11 +52,19 @@ struct Input {
   size_t bytes;
 };
 
-// A refused read: which member, and the kernel's reason.
+// A refused read or write: which member, the kernel's reason, and which of the two.
 struct Refusal {
   int member;
   int error;
+  bool writing = false;
 };
+
+// Whether a test made this direct read or write fail (fail_direct_copy).
+bool copy_fails() {
+  if (copies_before_failure.load() < 0 || copies_before_failure.fetch_sub(1) != 0) return false;
+  errno = EPERM;
+  return true;
+}
 
 // Copies `bytes` from `remote` in member `member` into `local`: false, with errno set, where the
 // kernel refuses (or a test made this read fail).
@@ -60,10 +72,7 @@ bool read_directly(const FingerprintBoard& board, int member, const void* remote
                    size_t bytes) {
   if (const int pause = milliseconds_before_reads.exchange(0); pause > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(pause));
-  if (reads_before_failure.load() >= 0 && reads_before_failure.fetch_sub(1) == 0) {
-    errno = EPERM;
-    return false;
-  }
+  if (copy_fails()) return false;
   return board.read(member, remote, local, bytes);
 }
 
@@ -134,20 +143,34 @@ void read_member(const DirectCall& call, int member, const void* remote, void* l
   if (!read_directly(call.board, member, remote, local, bytes)) refused = Refusal{member, errno};
 }
 
-// Posts that this member is done with the all-reduce's reads that end at `sequence + step`,
-// waits for all, and throws on every member if any member's read failed.
-void finish(const DirectCall& call, const std::optional<Refusal>& refused, uint64_t step) {
-  if (step == 1) ++direct_runs;
-  const bool same = call.board.agree(call.sequence + step, refused ? kFailed : kDone, call.comm,
+// An all-reduce's write: copies `bytes` at `local` to `remote` in member `member`; the first
+// refusal is kept and later copies are skipped.
+void write_member(const DirectCall& call, int member, const void* local, void* remote,
+                  size_t bytes, std::optional<Refusal>& refused) {
+  if (refused || bytes == 0) return;
+  if (copy_fails() || !call.board.write(member, local, remote, bytes))
+    refused = Refusal{member, errno, true};
+  else ++written_blocks;
+}
+
+// Posts that this member is done with the all-reduce's copies (at `sequence + 1`), waits for
+// all, and throws on every member if any member's copy failed.
+void finish(const DirectCall& call, const std::optional<Refusal>& refused) {
+  ++direct_runs;
+  const bool same = call.board.agree(call.sequence + 1, refused ? kFailed : kDone, call.comm,
                                      call.op, call.comm_name);
   if (same && !refused) return;  // members that all failed agree too
   const std::string what =
-      refused ? fmt::format("this rank could not read member {}'s input ({})", refused->member,
-                            std::strerror(refused->error))
-              : std::string("another member could not read an input");
-  throw_error(call.op, fmt::format("reading the members' inputs directly over '{}' failed: {}; "
-                                   "the output is incomplete. Set NNX_DIRECT_COLLECTIVE_BYTES=0 "
-                                   "to move such collectives through MPI",
+      !refused ? std::string("another member could not read or write another's buffer")
+      : refused->writing
+          ? fmt::format("this rank could not write its sums into member {}'s buffer ({})",
+                        refused->member, std::strerror(refused->error))
+          : fmt::format("this rank could not read member {}'s input ({})", refused->member,
+                        std::strerror(refused->error));
+  throw_error(call.op, fmt::format("copying between the members' memory directly over '{}' "
+                                   "failed: {}; the output is incomplete. Set "
+                                   "NNX_DIRECT_COLLECTIVE_BYTES=0 to move such collectives "
+                                   "through MPI",
                                    call.comm_name, what));
 }
 
@@ -159,14 +182,20 @@ void finish(const DirectCall& call, const std::optional<Refusal>& refused, uint6
 // were slower than 128 KiB (docs/benchmarks.md).
 constexpr size_t kSmallestBlockBytes = 128 << 10, kLargestBlockBytes = 512 << 10;
 
+// Elements of `element` bytes in a reduce block.
+int64_t block_elements(size_t element) {
+  return static_cast<int64_t>(std::max<size_t>(1, reduce_block_bytes() / element));
+}
+
 // out = the member-order combination of the `numel` elements at byte `offset` in every member's
 // input (`own` is this member's), each block of another member's read by read(m, at, into,
 // bytes), which returns false to stop. `out` may be this member's own chunk (an all-reduce's sum
 // replaces it): sums then go aside until this member's own block has been added. Each step
 // writes its sum where the next reads it, so no block is copied to start or end a sum.
-template <class Read>
+template <class Read, class Summed>
 void reduce_in_blocks(const DirectCall& call, const char* own, size_t offset, char* out,
-                      int64_t numel, at::ScalarType dtype, ReduceOp op, Read read) {
+                      int64_t numel, at::ScalarType dtype, ReduceOp op, Read read,
+                      Summed summed) {
   // Member 0's block, another member's, and a sum held aside.
   const size_t block_size = reduce_block_bytes();
   thread_local std::vector<char> scratch(3 * block_size);
@@ -174,7 +203,7 @@ void reduce_in_blocks(const DirectCall& call, const char* own, size_t offset, ch
   char* incoming = first + block_size;
   char* held = incoming + block_size;
   const size_t element = c10::elementSize(dtype);
-  const auto block = static_cast<int64_t>(std::max<size_t>(1, block_size / element));
+  const int64_t block = block_elements(element);
   const bool out_is_own = out == own + offset;
   for (int64_t start = 0; start < numel; start += block) {
     const int64_t n = std::min(block, numel - start);
@@ -198,6 +227,7 @@ void reduce_in_blocks(const DirectCall& call, const char* own, size_t offset, ch
       sum = next;
     }
     if (sum != to) std::memcpy(to, sum, bytes);  // one member: its own block
+    summed(start / block + 1);
   }
 }
 
@@ -227,7 +257,9 @@ int64_t direct_reads_asked() { return asked_reads.load(); }
 
 int64_t direct_reads_early() { return early_reads.load(); }
 
-void fail_direct_read(int after) { reads_before_failure = after; }
+int64_t direct_blocks_written() { return written_blocks.load(); }
+
+void fail_direct_copy(int after) { copies_before_failure = after; }
 
 void pause_direct_reads(int milliseconds) { milliseconds_before_reads = milliseconds; }
 
@@ -282,7 +314,8 @@ void direct_reduce_scatter(const DirectCall& call, const void* mine, void* out, 
                    [&](int m, size_t at, char* into, size_t bytes) {
                      read_or_ask(call, m, at, into, bytes, input);
                      return true;
-                   });
+                   },
+                   [](int64_t) {});
   each_other_member(call, [&](int m) { call.board.acknowledge(m, call.sequence); });
   await_readers(call, input, call.members - 1);
 }
@@ -292,22 +325,43 @@ void direct_all_reduce(const DirectCall& call, void* buffer, int64_t numel, at::
   check_combinable(dtype, call.op);
   auto* data = static_cast<char*>(buffer);
   const size_t element = c10::elementSize(dtype);
+  const int64_t block = block_elements(element);
   auto first_of = [&](int chunk) { return numel * chunk / call.members; };
   auto offset_of = [&](int chunk) { return static_cast<size_t>(first_of(chunk)) * element; };
+  c10::SmallVector<uint64_t, 16> blocks;
+  for (int m = 0; m < call.members; ++m)
+    blocks.push_back(static_cast<uint64_t>((first_of(m + 1) - first_of(m) + block - 1) / block));
+  SumTransfers transfers(call, blocks);
   std::optional<Refusal> refused;
+  auto address_of = [&](int m) {
+    return static_cast<char*>(const_cast<void*>(call.board.address(m, call.sequence)));
+  };
   auto read = [&](int m, size_t at, void* into, size_t bytes) {
-    const auto* theirs = static_cast<const char*>(call.board.address(m, call.sequence));
-    read_member(call, m, theirs + at, into, bytes, refused);
+    read_member(call, m, address_of(m) + at, into, bytes, refused);
     return !refused;
   };
   reduce_in_blocks(call, data, offset_of(call.me), data + offset_of(call.me),
-                   first_of(call.me + 1) - first_of(call.me), dtype, op, read);
-  finish(call, refused, 1);
-  // Every member's chunk now holds its sum; each reads the others' sums into place.
-  each_other_member(call, [&](int m) {
-    read(m, offset_of(m), data + offset_of(m), offset_of(m + 1) - offset_of(m));
-  });
-  finish(call, refused, 2);
+                   first_of(call.me + 1) - first_of(call.me), dtype, op, read,
+                   [&](int64_t done) { transfers.summed(static_cast<uint64_t>(done)); });
+  if (refused) transfers.summed(blocks[call.me]);  // nobody waits for sums that will not come
+  // Block `b` of chunk `m`: its byte offset in every member's buffer, and its bytes.
+  auto block_at = [&](int m, uint64_t b) {
+    const int64_t start = first_of(m) + static_cast<int64_t>(b) * block;
+    const int64_t n = std::min(block, first_of(m + 1) - start);
+    return std::pair(static_cast<size_t>(start) * element, static_cast<size_t>(n) * element);
+  };
+  transfers.run(
+      [&](int from, uint64_t b) {
+        const auto [at, bytes] = block_at(from, b);
+        read(from, at, data + at, bytes);
+      },
+      call.board.writes_allowed()
+          ? std::function<void(int, uint64_t)>([&](int to, uint64_t b) {
+              const auto [at, bytes] = block_at(call.me, b);
+              write_member(call, to, data + at, address_of(to) + at, bytes, refused);
+            })
+          : nullptr);
+  finish(call, refused);
 }
 
 void direct_broadcast(const DirectCall& call, int root, void* out, size_t bytes) {

@@ -7,9 +7,10 @@
 //   all its readers have acknowledged its own, as MPI's pairwise transfers do; no member waits for
 //   the others' other reads. A read the kernel refuses is asked of its member through MPI instead.
 //   An all-gather or all-to-all reads some inputs before every member has posted (MovedParts).
-// - An all-reduce meets twice more: after summing its chunk of every member's buffer, and after
-//   reading the others' sums. A member whose read fails says so at the meeting, and every member
-//   throws.
+// - An all-reduce: each member sums one chunk of every member's buffer into its own, and the sums
+//   move block by block as they are ready, each read by a member that needs it or written to it
+//   by the chunk's owner (sum_transfers.h); then all meet once more. A member whose read or
+//   write fails says so at the meeting, and every member throws.
 #pragma once
 
 #include <nnx/sharding/communicator.h>
@@ -83,15 +84,19 @@ void direct_reduce_scatter(const DirectCall& call, const void* mine, void* out, 
                            at::ScalarType dtype);
 // Every member's `buffer` becomes the member-order combination by `op` of all members' buffers
 // (`numel` elements of `dtype`). Each member sums one chunk from the others' buffers into its
-// own, all meet at `sequence + 1`, each reads the others' sums, and all meet at `sequence + 2`.
+// own, the sums move to every member, and all meet at `sequence + 1`.
 void direct_all_reduce(const DirectCall& call, void* buffer, int64_t numel, at::ScalarType dtype,
                        ReduceOp op);
 // out = the root's `bytes` (nothing to copy on the root, whose out is its input).
 void direct_broadcast(const DirectCall& call, int root, void* out, size_t bytes);
 
-// Makes this process's direct read after the next `after` fail as a refused one would (for
-// tests).
-void fail_direct_read(int after = 0);
+// How many blocks of its sums this process has written into other members' buffers in direct
+// all-reduces (for tests).
+int64_t direct_blocks_written();
+
+// Makes this process's direct read or write after the next `after` fail as a refused one would
+// (for tests).
+void fail_direct_copy(int after = 0);
 // Makes this process wait `milliseconds` before its next direct read (for tests).
 void pause_direct_reads(int milliseconds);
 

@@ -1,12 +1,13 @@
 // The board's segment: a header line holding a nonce and the wake-up words, then per member
-// kSlots slots of whole cache lines (one line up to 320 members); the slot of (member, sequence)
+// kSlots slots of whole cache lines; the slot of (member, sequence)
 // holds one word, the fingerprint's upper 40 bits over a 24-bit sequence field that is never 0 (a
 // zero word: nothing posted yet), then the address posted with it, then how many members have
-// acknowledged reading the input at that address, and which (a bit per member). A member is at
-// most one collective ahead of another (it cannot pass its next check until the other posts),
-// so four slots never wrap onto a word still being read or acknowledged,
-// even by a direct all-reduce, which reads addresses posted two sequence numbers back. After the
-// slots, per member two data regions of `capacity` bytes each.
+// acknowledged reading the input at that address, and which (a bit per member), then the words a
+// direct all-reduce shares. A member is at most one collective ahead of another (it cannot pass
+// its next check until the other posts), so four slots never wrap onto a word still being read
+// or acknowledged, even by a direct all-reduce, whose members use the address and shared words
+// posted a sequence number back. After the slots, per member two data regions of `capacity`
+// bytes each.
 #include <nnx/sharding/detail/fingerprint_board.h>
 
 #include <nnx/sharding/detail/collective_wait.h>
@@ -91,10 +92,13 @@ uint64_t host_hash() {
   return std::hash<std::string>{}(name.data());
 }
 
-// Words of a slot's read mask, and bytes from one slot to the next.
+// Words of a slot's read mask, words a direct all-reduce shares, and bytes from one slot to the
+// next.
 size_t mask_words(int size) { return (static_cast<size_t>(size) + 63) / 64; }
+size_t shared_word_count(int size) { return 1 + static_cast<size_t>(size); }
 size_t slot_stride(int size) {
-  return (kReadMaskWord + mask_words(size) + kLine / 8 - 1) / (kLine / 8) * kLine;
+  const size_t words = kReadMaskWord + mask_words(size) + shared_word_count(size);
+  return (words + kLine / 8 - 1) / (kLine / 8) * kLine;
 }
 size_t slots_bytes(int size) {
   return kLine + static_cast<size_t>(size) * kSlots * slot_stride(size);
@@ -140,18 +144,43 @@ const uint64_t& probe_word() {
   return word;
 }
 
+// A word each member writes into every other's, with the value it holds, to learn whether the
+// kernel lets it write their memory.
+uint64_t write_probe_word = 0;
+
 std::atomic<bool> refuse_next_probe{false};
+std::atomic<bool> refuse_next_writes{false};
 std::atomic<bool> refuse_staging{false};
+
+// What each member tells the others at the opening: its host, whether it allows a board, its
+// process id, and where its probe words lie.
+constexpr size_t kSeatWords = 5;
+constexpr size_t kHostSeat = 0, kAllowedSeat = 1, kPidSeat = 2, kProbeSeat = 3,
+                 kWriteProbeSeat = 4;
 
 // Whether this member can read every other member's probe word.
 bool can_read_members(const std::vector<uint64_t>& seats, int rank, int size) {
   for (int m = 0; m < size; ++m) {
     if (m == rank) continue;
-    const auto pid = static_cast<pid_t>(seats[4 * m + 2]);
+    const auto pid = static_cast<pid_t>(seats[kSeatWords * m + kPidSeat]);
     uint64_t seen = 0;
-    if (!read_process_memory(pid, reinterpret_cast<const void*>(seats[4 * m + 3]), &seen,
-                             sizeof seen) ||
+    if (!read_process_memory(pid, reinterpret_cast<const void*>(seats[kSeatWords * m + kProbeSeat]),
+                             &seen, sizeof seen) ||
         seen != (kProbeMix ^ static_cast<uint64_t>(pid)))
+      return false;
+  }
+  return true;
+}
+
+// Whether this member can write every other member's write probe word.
+bool can_write_members(const std::vector<uint64_t>& seats, int rank, int size) {
+  for (int m = 0; m < size; ++m) {
+    if (m == rank) continue;
+    const auto pid = static_cast<pid_t>(seats[kSeatWords * m + kPidSeat]);
+    const uint64_t value = kProbeMix ^ static_cast<uint64_t>(pid);
+    if (!write_process_memory(pid, &value,
+                              reinterpret_cast<void*>(seats[kSeatWords * m + kWriteProbeSeat]),
+                              sizeof value))
       return false;
   }
   return true;
@@ -183,16 +212,19 @@ int64_t fingerprint_boards_open() { return boards_open.load(); }
 
 void refuse_next_board_probe() { refuse_next_probe = true; }
 
+void refuse_next_board_writes() { refuse_next_writes = true; }
+
 void refuse_next_staging_area() { refuse_staging = true; }
 
 FingerprintBoard::FingerprintBoard(void* memory, size_t bytes, size_t capacity,
-                                   size_t staging_bytes, size_t direct_limit, MPI_Comm asks,
-                                   std::vector<pid_t> pids, int rank, int size)
+                                   size_t staging_bytes, size_t direct_limit, bool writes_allowed,
+                                   MPI_Comm asks, std::vector<pid_t> pids, int rank, int size)
     : memory_(memory),
       bytes_(bytes),
       capacity_(capacity),
       staging_bytes_(staging_bytes),
       direct_limit_(direct_limit),
+      writes_allowed_(writes_allowed),
       asks_(asks),
       pids_(std::move(pids)),
       rank_(rank),
@@ -234,17 +266,19 @@ std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank
     start(&request);
     wait_for(&request, comm, op, comm_name.c_str());
   };
-  // Every member learns every member's host, whether it allows a board, its process id and
-  // where its probe word lies.
-  std::vector<uint64_t> seats(4 * static_cast<size_t>(size));
-  const std::array<uint64_t, 4> mine{host_hash(), allowed ? 1u : 0u,
-                                     static_cast<uint64_t>(getpid()),
-                                     reinterpret_cast<uint64_t>(&probe_word())};
+  std::vector<uint64_t> seats(kSeatWords * static_cast<size_t>(size));
+  const std::array<uint64_t, kSeatWords> mine{host_hash(), allowed ? 1u : 0u,
+                                              static_cast<uint64_t>(getpid()),
+                                              reinterpret_cast<uint64_t>(&probe_word()),
+                                              reinterpret_cast<uint64_t>(&write_probe_word)};
   watched([&](MPI_Request* r) {
-    MPI_Iallgather(mine.data(), 4, MPI_UINT64_T, seats.data(), 4, MPI_UINT64_T, comm, r);
+    MPI_Iallgather(mine.data(), kSeatWords, MPI_UINT64_T, seats.data(), kSeatWords, MPI_UINT64_T,
+                   comm, r);
   });
-  for (int m = 0; m < size; ++m)
-    if (seats[4 * m] != mine[0] || seats[4 * m + 1] == 0) return nullptr;  // all alike
+  for (int m = 0; m < size; ++m) {
+    const uint64_t* seat = seats.data() + kSeatWords * m;
+    if (seat[kHostSeat] != mine[kHostSeat] || seat[kAllowedSeat] == 0) return nullptr;  // all alike
+  }
 
   // Member 0 makes the segment, names it and writes a nonce into it; the others map it and
   // check the nonce (a name can reach another machine's segment); it is unlinked once all have.
@@ -295,14 +329,17 @@ std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank
     }
   }
   if (fd >= 0) close(fd);
-  // Whether all mapped the segment, and whether all can read each other's memory (every probe
-  // word is read before any member leaves this all-reduce).
+  // Whether all mapped the segment, whether all can read each other's memory (every probe
+  // word is read before any member leaves this all-reduce), and whether all can write it.
   const bool refused = refuse_next_probe.exchange(false);
+  const bool unwritable = refuse_next_writes.exchange(false);
   const bool readable =
       !refused && announced.direct_limit > 0 && can_read_members(seats, rank, size);
-  std::array<int, 2> done{memory != MAP_FAILED ? 1 : 0, readable ? 1 : 0}, all_done{};
+  const bool writable = readable && !unwritable && can_write_members(seats, rank, size);
+  std::array<int, 3> done{memory != MAP_FAILED ? 1 : 0, readable ? 1 : 0, writable ? 1 : 0},
+      all_done{};
   watched([&](MPI_Request* r) {
-    MPI_Iallreduce(done.data(), all_done.data(), 2, MPI_INT, MPI_MIN, comm, r);
+    MPI_Iallreduce(done.data(), all_done.data(), 3, MPI_INT, MPI_MIN, comm, r);
   });
   if (rank == 0 && announced.name[0] != '\0') shm_unlink(announced.name.data());
   if (all_done[0] == 0) {
@@ -310,13 +347,13 @@ std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank
     return nullptr;
   }
   std::vector<pid_t> pids(static_cast<size_t>(size));
-  for (int m = 0; m < size; ++m) pids[m] = static_cast<pid_t>(seats[4 * m + 2]);
+  for (int m = 0; m < size; ++m) pids[m] = static_cast<pid_t>(seats[kSeatWords * m + kPidSeat]);
   // Where members read directly, a communicator of their own carries the reads they ask instead.
   MPI_Comm asks = MPI_COMM_NULL;
   if (all_done[1] != 0) watched([&](MPI_Request* r) { MPI_Comm_idup(comm, &asks, r); });
   return std::unique_ptr<FingerprintBoard>(new FingerprintBoard(
       memory, segment_bytes(), announced.capacity, static_cast<size_t>(announced.staging),
-      all_done[1] != 0 ? static_cast<size_t>(announced.direct_limit) : 0, asks,
+      all_done[1] != 0 ? static_cast<size_t>(announced.direct_limit) : 0, all_done[2] != 0, asks,
       std::move(pids), rank, size));
 }
 
@@ -327,6 +364,14 @@ const void* FingerprintBoard::address(int member, uint64_t sequence) const {
 
 bool FingerprintBoard::read(int member, const void* remote, void* local, size_t bytes) const {
   return read_process_memory(pids_[member], remote, local, bytes);
+}
+
+bool FingerprintBoard::write(int member, const void* local, void* remote, size_t bytes) const {
+  return write_process_memory(pids_[member], local, remote, bytes);
+}
+
+uint64_t* FingerprintBoard::shared_words(int member, uint64_t sequence) const {
+  return slot(member, sequence) + kReadMaskWord + mask_words(size_);
 }
 
 bool FingerprintBoard::agree(uint64_t sequence, uint64_t fingerprint, MPI_Comm comm,

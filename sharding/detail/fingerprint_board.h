@@ -27,6 +27,9 @@ int64_t fingerprint_boards_open();
 // Makes the next board this process opens find the others' memory unreadable, as a kernel that
 // refuses process_vm_readv would (for tests).
 void refuse_next_board_probe();
+// Makes the next board this process opens find the others' memory readable but not writable
+// (for tests).
+void refuse_next_board_writes();
 // Makes the next board this process makes (as member 0) fail to reserve its segment with the
 // staging area, as a full /dev/shm would: it opens without the area (for tests).
 void refuse_next_staging_area();
@@ -83,6 +86,19 @@ class alignas(64) FingerprintBoard {
   // Copies `bytes` at `remote` in member `member`'s memory into `local`; false, with errno set,
   // where the kernel refuses.
   bool read(int member, const void* remote, void* local, size_t bytes) const;
+  // Whether members may also write into each other's memory (where direct_limit() > 0), and
+  // such a write: `bytes` at `local` to `remote` in member `member`; false, as read.
+  bool writes_allowed() const { return writes_allowed_; }
+  bool write(int member, const void* local, void* remote, size_t bytes) const;
+  // The 1 + members words that a direct all-reduce's members share in member `member`'s slot
+  // for collective `sequence` (sum_transfers.h). Nothing resets them: their users tag them.
+  uint64_t* shared_words(int member, uint64_t sequence) const;
+  // Polls `ready` until it holds, as agree waits (without hanging). Whoever makes it hold calls
+  // wake_sleepers.
+  void wait_until_ready(const std::function<bool()>& ready, MPI_Comm comm, const char* op,
+                        const std::string& comm_name) const {
+    wait(ready, comm, op, comm_name);
+  }
   // Where members ask each other for what the kernel would not let them read (direct_limit() >
   // 0): a communicator of the board's own, so no other message on the members' one matches.
   MPI_Comm asks() const { return asks_; }
@@ -102,8 +118,8 @@ class alignas(64) FingerprintBoard {
 
  private:
   FingerprintBoard(void* memory, size_t bytes, size_t capacity, size_t staging_bytes,
-                   size_t direct_limit, MPI_Comm asks, std::vector<pid_t> pids, int rank,
-                   int size);
+                   size_t direct_limit, bool writes_allowed, MPI_Comm asks,
+                   std::vector<pid_t> pids, int rank, int size);
   uint64_t* slot(int member, uint64_t sequence) const;
   // Polls `ready` until it holds: spinning, yielding, and where sleeps_, sleeping (without
   // hanging, as wait_until, with its `departure_matters`). `before_sleep` runs just before the
@@ -117,6 +133,7 @@ class alignas(64) FingerprintBoard {
   size_t capacity_;
   size_t staging_bytes_;
   size_t direct_limit_;
+  bool writes_allowed_;
   MPI_Comm asks_;  // a duplicate of the members' communicator, where direct_limit_ > 0
   std::vector<pid_t> pids_;  // by member
   int rank_;

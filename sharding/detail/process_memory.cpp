@@ -6,13 +6,20 @@
 
 namespace nnx::detail {
 
-bool read_process_memory(pid_t pid, const void* remote, void* local, size_t bytes) {
-  // The kernel may copy less than asked (a partial read); the rest follows in further calls.
+namespace {
+
+// process_vm_readv or process_vm_writev: the same arguments, local iovecs first.
+using Transfer = ssize_t (*)(pid_t, const iovec*, unsigned long, const iovec*, unsigned long,
+                             unsigned long);
+
+// Moves `bytes` between `local` and `remote` in process `pid` by `transfer`. The kernel may move
+// less than asked (a partial copy); the rest follows in further calls.
+bool transfer_all(Transfer transfer, pid_t pid, char* local, char* remote, size_t bytes) {
   size_t done = 0;
   while (done < bytes) {
-    iovec to{static_cast<char*>(local) + done, bytes - done};
-    iovec from{const_cast<char*>(static_cast<const char*>(remote)) + done, bytes - done};
-    const ssize_t n = process_vm_readv(pid, &to, 1, &from, 1, 0);
+    const iovec here{local + done, bytes - done};
+    const iovec there{remote + done, bytes - done};
+    const ssize_t n = transfer(pid, &here, 1, &there, 1, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       if (n == 0) errno = EFAULT;
@@ -21,6 +28,18 @@ bool read_process_memory(pid_t pid, const void* remote, void* local, size_t byte
     done += static_cast<size_t>(n);
   }
   return true;
+}
+
+}  // namespace
+
+bool read_process_memory(pid_t pid, const void* remote, void* local, size_t bytes) {
+  return transfer_all(process_vm_readv, pid, static_cast<char*>(local),
+                      const_cast<char*>(static_cast<const char*>(remote)), bytes);
+}
+
+bool write_process_memory(pid_t pid, const void* local, void* remote, size_t bytes) {
+  return transfer_all(process_vm_writev, pid, const_cast<char*>(static_cast<const char*>(local)),
+                      static_cast<char*>(remote), bytes);
 }
 
 }  // namespace nnx::detail

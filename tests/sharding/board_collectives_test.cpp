@@ -601,7 +601,7 @@ TEST_CASE("members read the parts of those that posted the same call while a lat
   CHECK(torch::equal(out, direct_rows_received(n, me)));
   CHECK(read_early(n - 2));
   // A read refused then is asked of its member through MPI once all have posted.
-  if (me == 0) nnx::detail::fail_direct_read();
+  if (me == 0) nnx::detail::fail_direct_copy();
   come_late();
   CHECK(torch::equal(world.all_to_all(direct_rows(n, me), 0, 0), direct_rows_received(n, me)));
   CHECK(read_early(me == 0 ? n - 3 : n - 2));
@@ -625,7 +625,7 @@ TEST_CASE("members read the parts of those that posted the same call while a lat
   auto z = torch::ones({4});
   world.all_reduce_(z);
   CHECK(torch::equal(z, torch::full({4}, static_cast<float>(n))));
-  nnx::detail::fail_direct_read(-1);  // unused where a call did not read directly
+  nnx::detail::fail_direct_copy(-1);  // unused where a call did not read directly
 }
 
 TEST_CASE("a refused direct read is asked of its member through MPI, with the same values",
@@ -644,11 +644,11 @@ TEST_CASE("a refused direct read is asked of its member through MPI, with the sa
     return asked - before;
   };
   // The last member's first read of an all_gather fails.
-  if (me == n - 1) nnx::detail::fail_direct_read();
+  if (me == n - 1) nnx::detail::fail_direct_copy();
   CHECK(torch::equal(world.all_gather(x, 0), gathered));
   CHECK(asked_since() == (me == n - 1 ? 1 : 0));
   // Member 0's last read of a reduce_scatter (50000 / n floats per member: one block each).
-  if (me == 0) nnx::detail::fail_direct_read(n - 2);
+  if (me == 0) nnx::detail::fail_direct_copy(n - 2);
   CHECK(torch::equal(world.reduce_scatter(x, 0), scattered));
   CHECK(asked_since() == (me == 0 ? 1 : 0));
   // A block past the first: a block and a quarter of floats per member's chunk are two blocks,
@@ -656,43 +656,45 @@ TEST_CASE("a refused direct read is asked of its member through MPI, with the sa
   // offset shows.
   const int64_t per = static_cast<int64_t>(nnx::detail::reduce_block_bytes() / 4) * 5 / 4;
   auto wide = torch::arange(per * n).to(torch::kFloat).remainder(per * n - 7) + me;
-  if (me == n - 1) nnx::detail::fail_direct_read(n - 1);  // the second block's first read
+  if (me == n - 1) nnx::detail::fail_direct_copy(n - 1);  // the second block's first read
   const auto chunk_sums =
       (torch::arange(per * n).to(torch::kFloat).remainder(per * n - 7) * n +
        n * (n - 1) / 2).narrow(0, per * me, per);
   CHECK(torch::equal(world.reduce_scatter(wide, 0), chunk_sums));
   CHECK(asked_since() == (me == n - 1 ? 1 : 0));
   // Every member's first read of an all_to_all: each asks while others ask of it.
-  nnx::detail::fail_direct_read();
+  nnx::detail::fail_direct_copy();
   CHECK(torch::equal(world.all_to_all(direct_rows(n, me), 0, 0), direct_rows_received(n, me)));
   CHECK(asked_since() == 1);
   // A broadcast's reader.
   auto b = me == 0 ? torch::full({50000}, 7.0f) : torch::zeros({50000});
-  if (me == n - 1) nnx::detail::fail_direct_read();
+  if (me == n - 1) nnx::detail::fail_direct_copy();
   world.broadcast_(b, 0);
   CHECK(torch::equal(b, torch::full({50000}, 7.0f)));
   CHECK(asked_since() == (me == n - 1 ? 1 : 0));
-  // An all_reduce's failed read is an error on every member, whether a member fails to read the
-  // others' inputs (its first read) or their sums (20000 floats: one block per member's chunk,
-  // so the n - 1 reads before the sums succeed), and where every member fails. (The world's
+  // An all_reduce's failed copy is an error on every member, whether a member fails to read the
+  // others' inputs (its first read) or to move the sums (20000 floats: one block per member's
+  // chunk, so the n - 1 reads before the sums succeed; the next copy reads another's sums or
+  // writes its own, whichever it claims first), and where every member fails. (The world's
   // all-reduces of that size go through the staging area, which reads nothing.)
   auto unstaged = without_staging(world, "unstaged");
   auto s = torch::full({20000}, static_cast<float>(me));
   for (int after : {0, n - 1}) {
     CAPTURE(after);
-    if (me == n / 2) nnx::detail::fail_direct_read(after);
+    if (me == n / 2) nnx::detail::fail_direct_copy(after);
     auto r = s.clone();
-    CHECK_THROWS_WITH(unstaged.all_reduce_(r),
-                      Contains("reading the members' inputs directly over 'unstaged' failed") &&
-                          Contains(me == n / 2 ? "this rank could not read member"
-                                               : "another member could not read"));
+    const char* failed = after == 0 ? "this rank could not read member" : "this rank could not";
+    CHECK_THROWS_WITH(
+        unstaged.all_reduce_(r),
+        Contains("copying between the members' memory directly over 'unstaged' failed") &&
+            Contains(me == n / 2 ? failed : "another member could not read or write"));
     // A failure among the sums comes after every member summed its own chunk.
     const int64_t lo = 20000 * me / n, hi = 20000 * (me + 1) / n;
     if (after == n - 1)
       CHECK(torch::equal(r.narrow(0, lo, hi - lo),
                          torch::full({hi - lo}, static_cast<float>(n * (n - 1) / 2))));
   }
-  nnx::detail::fail_direct_read();
+  nnx::detail::fail_direct_copy();
   auto every = s.clone();
   CHECK_THROWS_WITH(unstaged.all_reduce_(every), Contains("this rank could not read member"));
   auto after_failures = s.clone();
@@ -710,5 +712,56 @@ TEST_CASE("a refused direct read is asked of its member through MPI, with the sa
   auto y = torch::ones({4});
   world.all_reduce_(y);
   CHECK(torch::equal(y, torch::full({4}, static_cast<float>(n))));
-  nnx::detail::fail_direct_read(-1);  // unused where a call did not read directly
+  nnx::detail::fail_direct_copy(-1);  // unused where a call did not read directly
+}
+
+TEST_CASE("a direct all-reduce writes the others' sums to a slow member, or it reads them all",
+          "[ranks2][ranks4]") {
+  nnx_test::CheckingMode checking(false);
+  auto world = nnx::Communicator::world();
+  const int n = world.size(), me = world.rank();
+  if (!direct_expected(world)) return;
+  auto writable = without_staging(world, "writable");
+  // The last member's board finds the others' memory readable but not writable: on every member,
+  // the sums then move by reads alone.
+  if (me == n - 1) nnx::detail::refuse_next_board_writes();
+  auto unwritable = without_staging(world, "unwritable");
+  // Two and a half blocks per member's chunk, and uneven chunks: three blocks move each way.
+  const auto block = static_cast<int64_t>(nnx::detail::reduce_block_bytes() / 4);
+  const int64_t numel = block * 5 / 2 * n + 3;
+  const int64_t chunk_blocks = (numel * (me + 1) / n - numel * me / n + block - 1) / block;
+  auto generator = at::detail::createCPUGenerator(91 + me);
+  const auto x = at::randn({numel}, generator, torch::kFloat) * std::pow(10.f, me % 3);
+  const auto xs = world.all_gather(x.unsqueeze(0), 0);  // [n, numel]
+  auto expected = xs[0].clone();
+  for (int r = 1; r < n; ++r) expected += xs[r];  // member order, as the direct sums
+  const int slow = n - 1;
+  for (auto* comm : {&writable, &unwritable}) {
+    const bool writes = comm == &writable;
+    CAPTURE(writes);
+    const int64_t written = nnx::detail::direct_blocks_written();
+    auto y = x.clone();
+    // The slow member starts its sums 300 ms late: the others have summed their chunks by then,
+    // and write every block of them into its buffer where they may.
+    if (me == slow) nnx::detail::pause_direct_reads(300);
+    comm->all_reduce_(y);
+    CHECK(torch::equal(y, expected));
+    const int64_t wrote = nnx::detail::direct_blocks_written() - written;
+    if (!writes) CHECK(wrote == 0);
+    else if (me != slow) CHECK(wrote >= chunk_blocks);
+  }
+  // A refused write is an error on every member: member 0's first copy after its reads of the
+  // others' inputs, while all the others start late, so that it has none of their sums to read.
+  const int64_t reads = (n - 1) * chunk_blocks;
+  if (me == 0) nnx::detail::fail_direct_copy(static_cast<int>(reads));
+  else nnx::detail::pause_direct_reads(300);
+  auto refused = x.clone();
+  CHECK_THROWS_WITH(writable.all_reduce_(refused),
+                    Contains("copying between the members' memory directly over 'writable'") &&
+                        Contains(me == 0 ? "this rank could not write its sums into member 1's"
+                                         : "another member could not read or write"));
+  nnx::detail::fail_direct_copy(-1);
+  auto after = x.clone();
+  writable.all_reduce_(after);  // still in step
+  CHECK(torch::equal(after, expected));
 }
