@@ -47,7 +47,8 @@ bool board_allowed() {
 // The board, opened at the first fingerprinted collective (within `op`).
 void open_board(CommImpl& c, const char* op) {
   if (c.board_opened) return;
-  c.board = FingerprintBoard::open(c.comm, c.rank, c.size, board_allowed(), op, c.name);
+  c.board = FingerprintBoard::open(c.comm, c.rank, c.size, board_allowed(), reduce_block_bytes(),
+                                   op, c.name);
   c.board_opened = true;
 }
 

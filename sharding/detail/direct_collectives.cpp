@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -30,7 +31,8 @@ namespace {
 std::atomic<int64_t> direct_runs{0};
 std::atomic<int64_t> asked_reads{0};
 std::atomic<int64_t> early_reads{0};
-std::atomic<int64_t> written_blocks{0};
+std::mutex written_mutex;
+std::vector<int64_t> written_blocks;  // by the member written to
 std::atomic<int> copies_before_failure{-1};  // -1: none fails
 std::atomic<int> milliseconds_before_reads{0};
 
@@ -148,17 +150,23 @@ void read_member(const DirectCall& call, int member, const void* remote, void* l
 void write_member(const DirectCall& call, int member, const void* local, void* remote,
                   size_t bytes, std::optional<Refusal>& refused) {
   if (refused || bytes == 0) return;
-  if (copy_fails() || !call.board.write(member, local, remote, bytes))
+  if (copy_fails() || !call.board.write(member, local, remote, bytes)) {
     refused = Refusal{member, errno, true};
-  else ++written_blocks;
+    return;
+  }
+  const std::lock_guard<std::mutex> lock(written_mutex);
+  if (written_blocks.size() <= static_cast<size_t>(member)) written_blocks.resize(member + 1);
+  ++written_blocks[member];
 }
 
 // Posts that this member is done with the all-reduce's copies (at `sequence + 1`), waits for
-// all, and throws on every member if any member's copy failed.
-void finish(const DirectCall& call, const std::optional<Refusal>& refused) {
+// all, clears its words of `transfers`, and throws on every member if any member's copy failed.
+void finish(const DirectCall& call, const SumTransfers& transfers,
+            const std::optional<Refusal>& refused) {
   ++direct_runs;
   const bool same = call.board.agree(call.sequence + 1, refused ? kFailed : kDone, call.comm,
                                      call.op, call.comm_name);
+  transfers.clear();
   if (same && !refused) return;  // members that all failed agree too
   const std::string what =
       !refused ? std::string("another member could not read or write another's buffer")
@@ -182,9 +190,10 @@ void finish(const DirectCall& call, const std::optional<Refusal>& refused) {
 // were slower than 128 KiB (docs/benchmarks.md).
 constexpr size_t kSmallestBlockBytes = 128 << 10, kLargestBlockBytes = 512 << 10;
 
-// Elements of `element` bytes in a reduce block.
-int64_t block_elements(size_t element) {
-  return static_cast<int64_t>(std::max<size_t>(1, reduce_block_bytes() / element));
+// Elements of `element` bytes in a block of `call`'s reductions (the board's block_bytes(), which
+// member 0 chose with reduce_block_bytes()).
+int64_t block_elements(const DirectCall& call, size_t element) {
+  return static_cast<int64_t>(std::max<size_t>(1, call.board.block_bytes() / element));
 }
 
 // out = the member-order combination of the `numel` elements at byte `offset` in every member's
@@ -197,13 +206,14 @@ void reduce_in_blocks(const DirectCall& call, const char* own, size_t offset, ch
                       int64_t numel, at::ScalarType dtype, ReduceOp op, Read read,
                       Summed summed) {
   // Member 0's block, another member's, and a sum held aside.
-  const size_t block_size = reduce_block_bytes();
-  thread_local std::vector<char> scratch(3 * block_size);
+  const size_t block_size = call.board.block_bytes();
+  thread_local std::vector<char> scratch;
+  if (scratch.size() < 3 * block_size) scratch.resize(3 * block_size);
   char* first = scratch.data();
   char* incoming = first + block_size;
   char* held = incoming + block_size;
   const size_t element = c10::elementSize(dtype);
-  const int64_t block = block_elements(element);
+  const int64_t block = block_elements(call, element);
   const bool out_is_own = out == own + offset;
   for (int64_t start = 0; start < numel; start += block) {
     const int64_t n = std::min(block, numel - start);
@@ -257,7 +267,10 @@ int64_t direct_reads_asked() { return asked_reads.load(); }
 
 int64_t direct_reads_early() { return early_reads.load(); }
 
-int64_t direct_blocks_written() { return written_blocks.load(); }
+int64_t direct_blocks_written(int member) {
+  const std::lock_guard<std::mutex> lock(written_mutex);
+  return static_cast<size_t>(member) < written_blocks.size() ? written_blocks[member] : 0;
+}
 
 void fail_direct_copy(int after) { copies_before_failure = after; }
 
@@ -325,7 +338,7 @@ void direct_all_reduce(const DirectCall& call, void* buffer, int64_t numel, at::
   check_combinable(dtype, call.op);
   auto* data = static_cast<char*>(buffer);
   const size_t element = c10::elementSize(dtype);
-  const int64_t block = block_elements(element);
+  const int64_t block = block_elements(call, element);
   auto first_of = [&](int chunk) { return numel * chunk / call.members; };
   auto offset_of = [&](int chunk) { return static_cast<size_t>(first_of(chunk)) * element; };
   c10::SmallVector<uint64_t, 16> blocks;
@@ -361,7 +374,7 @@ void direct_all_reduce(const DirectCall& call, void* buffer, int64_t numel, at::
               write_member(call, to, data + at, address_of(to) + at, bytes, refused);
             })
           : nullptr);
-  finish(call, refused);
+  finish(call, transfers, refused);
 }
 
 void direct_broadcast(const DirectCall& call, int root, void* out, size_t bytes) {

@@ -37,7 +37,8 @@ int64_t direct_reads_early();
 int64_t direct_reads_asked();
 
 // Bytes of each block a reduction reads from every member and adds while it is in cache: sized
-// to this machine's L2 cache and how many ranks share its cores.
+// to this machine's L2 cache and how many ranks share its cores. A board's members all use
+// member 0's choice (FingerprintBoard::block_bytes).
 size_t reduce_block_bytes();
 
 // What every direct collective needs besides its buffers.
@@ -90,9 +91,9 @@ void direct_all_reduce(const DirectCall& call, void* buffer, int64_t numel, at::
 // out = the root's `bytes` (nothing to copy on the root, whose out is its input).
 void direct_broadcast(const DirectCall& call, int root, void* out, size_t bytes);
 
-// How many blocks of its sums this process has written into other members' buffers in direct
-// all-reduces (for tests).
-int64_t direct_blocks_written();
+// How many blocks of its sums this process has written into the buffer of the member of rank
+// `member` in direct all-reduces (for tests).
+int64_t direct_blocks_written(int member);
 
 // Makes this process's direct read or write after the next `after` fail as a refused one would
 // (for tests).

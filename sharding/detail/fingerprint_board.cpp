@@ -218,13 +218,15 @@ void refuse_next_staging_area() { refuse_staging = true; }
 
 FingerprintBoard::FingerprintBoard(void* memory, size_t bytes, size_t capacity,
                                    size_t staging_bytes, size_t direct_limit, bool writes_allowed,
-                                   MPI_Comm asks, std::vector<pid_t> pids, int rank, int size)
+                                   size_t block_bytes, MPI_Comm asks, std::vector<pid_t> pids,
+                                   int rank, int size)
     : memory_(memory),
       bytes_(bytes),
       capacity_(capacity),
       staging_bytes_(staging_bytes),
       direct_limit_(direct_limit),
       writes_allowed_(writes_allowed),
+      block_bytes_(block_bytes),
       asks_(asks),
       pids_(std::move(pids)),
       rank_(rank),
@@ -258,7 +260,8 @@ void* FingerprintBoard::staging() const {
 }
 
 std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank, int size,
-                                                        bool allowed, const char* op,
+                                                        bool allowed, size_t block_bytes,
+                                                        const char* op,
                                                         const std::string& comm_name) {
   // The opening's collectives, watched as the collective they serve.
   auto watched = [&](auto start) {
@@ -288,6 +291,7 @@ std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank
     uint64_t capacity = 0;
     uint64_t staging = 0;
     uint64_t direct_limit = 0;
+    uint64_t block_bytes = 0;
   } announced;
   int fd = -1;
   if (rank == 0) {
@@ -308,6 +312,7 @@ std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank
     announced.capacity = capacity;
     announced.staging = staging;
     announced.direct_limit = wanted_direct_limit();
+    announced.block_bytes = block_bytes;
   }
   // Rank 0's sizes, announced below; its own mapping uses them already.
   auto segment_bytes = [&] { return segment_size(size, announced.capacity, announced.staging); };
@@ -353,8 +358,8 @@ std::unique_ptr<FingerprintBoard> FingerprintBoard::open(MPI_Comm comm, int rank
   if (all_done[1] != 0) watched([&](MPI_Request* r) { MPI_Comm_idup(comm, &asks, r); });
   return std::unique_ptr<FingerprintBoard>(new FingerprintBoard(
       memory, segment_bytes(), announced.capacity, static_cast<size_t>(announced.staging),
-      all_done[1] != 0 ? static_cast<size_t>(announced.direct_limit) : 0, all_done[2] != 0, asks,
-      std::move(pids), rank, size));
+      all_done[1] != 0 ? static_cast<size_t>(announced.direct_limit) : 0, all_done[2] != 0,
+      static_cast<size_t>(announced.block_bytes), asks, std::move(pids), rank, size));
 }
 
 const void* FingerprintBoard::address(int member, uint64_t sequence) const {

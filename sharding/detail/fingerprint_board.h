@@ -48,9 +48,11 @@ class alignas(64) FingerprintBoard {
  public:
   // Collective over `comm`, within the collective `op` that first needs the board (its waits
   // name that call): a board, or null on every member where any member is not `allowed`, they
-  // do not all share this machine's memory, or the segment cannot be made.
+  // do not all share this machine's memory, or the segment cannot be made. `block_bytes`: this
+  // member's choice of block_bytes() (member 0's holds for all).
   static std::unique_ptr<FingerprintBoard> open(MPI_Comm comm, int rank, int size, bool allowed,
-                                                const char* op, const std::string& comm_name);
+                                                size_t block_bytes, const char* op,
+                                                const std::string& comm_name);
   ~FingerprintBoard();
   FingerprintBoard(const FingerprintBoard&) = delete;
   FingerprintBoard& operator=(const FingerprintBoard&) = delete;
@@ -83,6 +85,9 @@ class alignas(64) FingerprintBoard {
   // Inputs of at most this many bytes per member may be read directly from the members' memory
   // (equal on every member; 0 where some member cannot read another's).
   size_t direct_limit() const { return direct_limit_; }
+  // Bytes of the blocks in which direct reductions read and sum (equal on every member: a direct
+  // all-reduce's members count each other's blocks).
+  size_t block_bytes() const { return block_bytes_; }
   // Copies `bytes` at `remote` in member `member`'s memory into `local`; false, with errno set,
   // where the kernel refuses.
   bool read(int member, const void* remote, void* local, size_t bytes) const;
@@ -91,7 +96,8 @@ class alignas(64) FingerprintBoard {
   bool writes_allowed() const { return writes_allowed_; }
   bool write(int member, const void* local, void* remote, size_t bytes) const;
   // The 1 + members words that a direct all-reduce's members share in member `member`'s slot
-  // for collective `sequence` (sum_transfers.h). Nothing resets them: their users tag them.
+  // for collective `sequence` (sum_transfers.h): zero until a direct all-reduce writes them,
+  // which tags them and zeroes them when all its members are done with them.
   uint64_t* shared_words(int member, uint64_t sequence) const;
   // Polls `ready` until it holds, as agree waits (without hanging). Whoever makes it hold calls
   // wake_sleepers.
@@ -118,7 +124,7 @@ class alignas(64) FingerprintBoard {
 
  private:
   FingerprintBoard(void* memory, size_t bytes, size_t capacity, size_t staging_bytes,
-                   size_t direct_limit, bool writes_allowed, MPI_Comm asks,
+                   size_t direct_limit, bool writes_allowed, size_t block_bytes, MPI_Comm asks,
                    std::vector<pid_t> pids, int rank, int size);
   uint64_t* slot(int member, uint64_t sequence) const;
   // Polls `ready` until it holds: spinning, yielding, and where sleeps_, sleeping (without
@@ -134,6 +140,7 @@ class alignas(64) FingerprintBoard {
   size_t staging_bytes_;
   size_t direct_limit_;
   bool writes_allowed_;
+  size_t block_bytes_;
   MPI_Comm asks_;  // a duplicate of the members' communicator, where direct_limit_ > 0
   std::vector<pid_t> pids_;  // by member
   int rank_;

@@ -2,7 +2,7 @@
 // member's blocks that hold their sums; word 1 + m counts the blocks of its sums claimed for
 // member m, those m reads from the front and those the member writes from the back. Each word
 // carries the collective's tag in its top 24 bits, so a word last written by an earlier
-// collective reads as zero and nothing needs resetting.
+// collective reads as zero; each member also zeroes its words once all are done with them.
 #include <nnx/sharding/detail/sum_transfers.h>
 
 #include <nnx/sharding/detail/exit_protocol.h>
@@ -85,6 +85,11 @@ SumTransfers::Claim SumTransfers::claim_write(int to, uint64_t& block) const {
       return Claim::got;
     }
   }
+}
+
+void SumTransfers::clear() const {
+  uint64_t* words = call_.board.shared_words(call_.me, call_.sequence);
+  for (int w = 0; w <= call_.members; ++w) shared(words + w).store(0, std::memory_order_relaxed);
 }
 
 bool SumTransfers::readable_or_done() const {

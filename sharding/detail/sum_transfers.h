@@ -29,6 +29,9 @@ class SumTransfers {
   // this member only reads). Every member's blocks are all moved once every member has returned.
   void run(const std::function<void(int, uint64_t)>& read,
            const std::function<void(int, uint64_t)>& write) const;
+  // Zeroes this member's words, once every member has returned from run: a later collective
+  // that reuses the slot then never meets a word it could take for its own, whatever its tag.
+  void clear() const;
 
  private:
   enum class Claim : uint8_t { got, not_ready, none_left };

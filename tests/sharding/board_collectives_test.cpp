@@ -13,6 +13,7 @@
 #include <nnx/sharding/detail/process_memory.h>
 #include <nnx/sharding/detail/staged_all_reduce.h>
 
+#include <mpi.h>
 #include <torch/types.h>
 
 #include <unistd.h>
@@ -735,33 +736,56 @@ TEST_CASE("a direct all-reduce writes the others' sums to a slow member, or it r
   const auto xs = world.all_gather(x.unsqueeze(0), 0);  // [n, numel]
   auto expected = xs[0].clone();
   for (int r = 1; r < n; ++r) expected += xs[r];  // member order, as the direct sums
+  auto written = [&] {
+    std::vector<int64_t> blocks;
+    for (int m = 0; m < n; ++m) blocks.push_back(nnx::detail::direct_blocks_written(m));
+    return blocks;
+  };
   const int slow = n - 1;
   for (auto* comm : {&writable, &unwritable}) {
     const bool writes = comm == &writable;
     CAPTURE(writes);
-    const int64_t written = nnx::detail::direct_blocks_written();
+    const auto before = written();
     auto y = x.clone();
-    // The slow member starts its sums 300 ms late: the others have summed their chunks by then,
-    // and write every block of them into its buffer where they may.
-    if (me == slow) nnx::detail::pause_direct_reads(300);
+    // The slow member starts its sums a second late. The others have summed their chunks long
+    // before, and none of their blocks for it is read by it: each writes all of them into its
+    // buffer, where members may write.
+    if (me == slow) nnx::detail::pause_direct_reads(1000);
     comm->all_reduce_(y);
     CHECK(torch::equal(y, expected));
-    const int64_t wrote = nnx::detail::direct_blocks_written() - written;
-    if (!writes) CHECK(wrote == 0);
-    else if (me != slow) CHECK(wrote >= chunk_blocks);
+    const auto after = written();
+    for (int m = 0; m < n; ++m) {
+      CAPTURE(m);
+      const int64_t wrote = after[m] - before[m];
+      if (!writes || m == me) CHECK(wrote == 0);
+      else if (m == slow) CHECK(wrote == chunk_blocks);
+    }
   }
   // A refused write is an error on every member: member 0's first copy after its reads of the
-  // others' inputs, while all the others start late, so that it has none of their sums to read.
+  // others' inputs, while all the others start a second late, so that it has none of their sums
+  // to read and writes its own to member 1 first.
   const int64_t reads = (n - 1) * chunk_blocks;
   if (me == 0) nnx::detail::fail_direct_copy(static_cast<int>(reads));
-  else nnx::detail::pause_direct_reads(300);
+  else nnx::detail::pause_direct_reads(1000);
   auto refused = x.clone();
   CHECK_THROWS_WITH(writable.all_reduce_(refused),
                     Contains("copying between the members' memory directly over 'writable'") &&
                         Contains(me == 0 ? "this rank could not write its sums into member 1's"
                                          : "another member could not read or write"));
   nnx::detail::fail_direct_copy(-1);
-  auto after = x.clone();
-  writable.all_reduce_(after);  // still in step
-  CHECK(torch::equal(after, expected));
+  auto again = x.clone();
+  writable.all_reduce_(again);  // still in step
+  CHECK(torch::equal(again, expected));
+}
+
+TEST_CASE("a board's members all sum in member 0's blocks", "[ranks2][ranks4]") {
+  // Direct all-reduces count each other's blocks: one block size must hold for all, whatever
+  // each member's cache would choose.
+  int me = 0, n = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  auto board = nnx::detail::FingerprintBoard::open(MPI_COMM_WORLD, me, n, true,
+                                                   size_t{128 << 10} << me, "test", "world");
+  REQUIRE(board != nullptr);
+  CHECK(board->block_bytes() == size_t{128 << 10});
 }
