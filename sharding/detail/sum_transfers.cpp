@@ -109,8 +109,20 @@ bool SumTransfers::readable_or_done() const {
 void SumTransfers::run(const std::function<void(int, uint64_t)>& read,
                        const std::function<void(int, uint64_t)>& write) const {
   for (;;) {
-    // Reads first, of every block ready, each member starting with the one after it.
-    bool moved = false, waiting = false;
+    // This member's own blocks first, while its cache still holds them (the last summed first):
+    // one to each member that still needs one, so a block goes to all of them in turn.
+    bool moved = false;
+    for (int step = 1; step < call_.members && write; ++step) {
+      const int to = (call_.me + step) % call_.members;
+      uint64_t block = 0;
+      if (claim_write(to, block) != Claim::got) continue;
+      write(to, block);
+      call_.board.wake_sleepers();  // the claim may have left a waiting reader nothing to read
+      moved = true;
+    }
+    if (moved) continue;
+    // Then every block of the others' that is ready, each member starting with the one after it.
+    bool waiting = false;
     for (int step = 1; step < call_.members; ++step) {
       const int from = (call_.me + step) % call_.members;
       uint64_t block = 0;
@@ -120,15 +132,6 @@ void SumTransfers::run(const std::function<void(int, uint64_t)>& read,
         moved = true;
       }
       waiting = waiting || claim == Claim::not_ready;
-    }
-    // Then, with nothing to read, one of this member's own blocks written where it is needed.
-    for (int step = 1; step < call_.members && write && !moved; ++step) {
-      const int to = (call_.me + step) % call_.members;
-      uint64_t block = 0;
-      if (claim_write(to, block) != Claim::got) continue;
-      write(to, block);
-      call_.board.wake_sleepers();  // the claim may have left a waiting reader nothing to read
-      moved = true;
     }
     if (moved) continue;
     if (!waiting) return;

@@ -1,10 +1,12 @@
 // How a direct all-reduce's sums reach every member (direct_collectives.h). Each member sums one
 // chunk of all members' buffers into its own, block by block; every other member then needs
-// each block. A block moves one of two ways: the member that needs it reads it from the chunk's
-// owner, front to back as the owner's sums become ready, or the owner writes it into that
-// member's buffer, back to front, once all its own sums are done. Each block is claimed once,
-// on the board, by whichever of the two comes first. A member slow with its sums then has the
-// others' sums written to it while its own are read from it, and the members end together.
+// each block. A block moves one of two ways: the chunk's owner writes it into that member's
+// buffer, back to front, once all its own sums are done, or the member that needs it reads it
+// from the owner, front to back, as the owner's sums become ready. Each block is claimed once,
+// on the board, by whichever of the two comes first. A member writes its own blocks first,
+// from its cache, and reads only when none is left: so members that end their sums together
+// only write, and a member slow with its sums has the others' sums written to it while they
+// read its own, and the members end together.
 #pragma once
 
 #include <nnx/sharding/detail/direct_collectives.h>
