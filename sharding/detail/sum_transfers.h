@@ -4,9 +4,9 @@
 // buffer, back to front, once all its own sums are done, or the member that needs it reads it
 // from the owner, front to back, as the owner's sums become ready. Each block is claimed once,
 // on the board, by whichever of the two comes first. A member writes its own blocks first,
-// from its cache, and reads only when none is left: so members that end their sums together
-// only write, and a member slow with its sums has the others' sums written to it while they
-// read its own, and the members end together.
+// from its cache, and reads only when none is left. Members that end their sums together thus
+// only write; a member slow with its sums has the others' sums written to it while they read
+// its own, and all end together.
 #pragma once
 
 #include <nnx/sharding/detail/direct_collectives.h>
