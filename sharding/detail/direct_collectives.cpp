@@ -200,7 +200,8 @@ int64_t block_elements(const DirectCall& call, size_t element) {
 // input (`own` is this member's), each block of another member's read by read(m, at, into,
 // bytes), which returns false to stop. `out` may be this member's own chunk (an all-reduce's sum
 // replaces it): sums then go aside until this member's own block has been added. Each step
-// writes its sum where the next reads it, so no block is copied to start or end a sum.
+// writes its sum where the next reads it, so no block is copied to start or end a sum. After
+// each block, summed(blocks done so far).
 template <class Read, class Summed>
 void reduce_in_blocks(const DirectCall& call, const char* own, size_t offset, char* out,
                       int64_t numel, at::ScalarType dtype, ReduceOp op, Read read,

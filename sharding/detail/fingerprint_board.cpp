@@ -1,11 +1,11 @@
 // The board's segment: a header line holding a nonce and the wake-up words, then per member
-// kSlots slots of whole cache lines; the slot of (member, sequence)
-// holds one word, the fingerprint's upper 40 bits over a 24-bit sequence field that is never 0 (a
-// zero word: nothing posted yet), then the address posted with it, then how many members have
-// acknowledged reading the input at that address, and which (a bit per member), then the words a
-// direct all-reduce shares. A member is at most one collective ahead of another (it cannot pass
-// its next check until the other posts), so four slots never wrap onto a word still being read
-// or acknowledged, even by a direct all-reduce, whose members use the address and shared words
+// kSlots slots of whole cache lines; the slot of (member, sequence) holds one word, the
+// fingerprint's upper 40 bits over a 24-bit sequence field that is never 0 (a zero word: nothing
+// posted yet), then the address posted with it, then how many members have acknowledged reading
+// the input at that address, and which (a bit per member), then the words a direct all-reduce
+// shares. A member is at most one collective ahead of another (it cannot pass its next check
+// until the other posts), so four slots never wrap onto a word still being read or
+// acknowledged, even by a direct all-reduce, whose members use the address and shared words
 // posted a sequence number back. After the slots, per member two data regions of `capacity`
 // bytes each.
 #include <nnx/sharding/detail/fingerprint_board.h>
@@ -144,8 +144,8 @@ const uint64_t& probe_word() {
   return word;
 }
 
-// A word each member writes into every other's, with the value it holds, to learn whether the
-// kernel lets it write their memory.
+// A word each member writes into every other's (nothing reads it) to learn whether the kernel
+// lets it write their memory.
 uint64_t write_probe_word = 0;
 
 std::atomic<bool> refuse_next_probe{false};
