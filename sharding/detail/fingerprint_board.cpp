@@ -52,8 +52,6 @@ static_assert(std::atomic_ref<uint64_t>::is_always_lock_free,
 std::atomic<uint64_t> boards_made{0};
 std::atomic<int64_t> boards_open{0};
 
-uint64_t sequence_field(uint64_t sequence) { return sequence % kSequenceBits + 1; }
-
 // Where ranks outnumber cores, members that have waited a while sleep on the header's `wakes`
 // word (a futex in the shared segment), counted in `sleepers`, so a waiting rank gives its core
 // to one that still works; a member that posts while any sleeps bumps `wakes` and wakes them.
@@ -207,6 +205,8 @@ bool size_segment(int fd, int size, size_t& capacity, size_t& staging) {
 }
 
 }  // namespace
+
+uint64_t sequence_field(uint64_t sequence) { return sequence % kSequenceBits + 1; }
 
 int64_t fingerprint_boards_open() { return boards_open.load(); }
 

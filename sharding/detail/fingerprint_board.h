@@ -22,6 +22,9 @@
 
 namespace nnx::detail {
 
+// The 24-bit field, never 0, that marks collective `sequence` in the board's words.
+uint64_t sequence_field(uint64_t sequence);
+
 // How many boards this process has open (for tests).
 int64_t fingerprint_boards_open();
 // Makes the next board this process opens find the others' memory unreadable, as a kernel that

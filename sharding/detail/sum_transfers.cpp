@@ -28,10 +28,16 @@ uint64_t count_of(uint64_t word, uint64_t tag) {
   return word >> kTagShift == tag ? word & kCountMask : 0;
 }
 
+// A pair word's count, split: blocks claimed from the front and from the back.
+struct Claimed {
+  uint64_t front, back;
+};
+Claimed claimed(uint64_t counts) { return {counts & (kMaxBlocks - 1), counts >> kBackShift}; }
+
 }  // namespace
 
 SumTransfers::SumTransfers(const DirectCall& call, c10::SmallVector<uint64_t, 16> blocks)
-    : call_(call), blocks_(std::move(blocks)), tag_(call.sequence % 0xFFFFFF + 1) {
+    : call_(call), blocks_(std::move(blocks)), tag_(sequence_field(call.sequence)) {
   for (const uint64_t n : blocks_)
     if (n >= kMaxBlocks)
       abort_job(fmt::format("in {}: a chunk of {} blocks over '{}' is more than the board "
@@ -60,7 +66,7 @@ SumTransfers::Claim SumTransfers::claim_read(int from, uint64_t& block) const {
   uint64_t seen = word.load(std::memory_order_acquire);
   for (;;) {
     const uint64_t counts = count_of(seen, tag_);
-    const uint64_t front = counts & (kMaxBlocks - 1), back = counts >> kBackShift;
+    const auto [front, back] = claimed(counts);
     if (front + back >= blocks_[from]) return Claim::none_left;
     if (front >= ready(from)) return Claim::not_ready;
     if (word.compare_exchange_weak(seen, tag_ << kTagShift | (counts + 1),
@@ -76,7 +82,7 @@ SumTransfers::Claim SumTransfers::claim_write(int to, uint64_t& block) const {
   uint64_t seen = word.load(std::memory_order_acquire);
   for (;;) {
     const uint64_t counts = count_of(seen, tag_);
-    const uint64_t front = counts & (kMaxBlocks - 1), back = counts >> kBackShift;
+    const auto [front, back] = claimed(counts);
     const uint64_t n = blocks_[call_.me];
     if (front + back >= n) return Claim::none_left;
     if (word.compare_exchange_weak(seen, tag_ << kTagShift | (counts + (uint64_t{1} << kBackShift)),
@@ -96,9 +102,8 @@ bool SumTransfers::readable_or_done() const {
   bool left = false;
   for (int m = 0; m < call_.members; ++m) {
     if (m == call_.me) continue;
-    const uint64_t counts =
-        count_of(shared(pair_word(m, call_.me)).load(std::memory_order_acquire), tag_);
-    const uint64_t front = counts & (kMaxBlocks - 1), back = counts >> kBackShift;
+    const auto [front, back] =
+        claimed(count_of(shared(pair_word(m, call_.me)).load(std::memory_order_acquire), tag_));
     if (front + back >= blocks_[m]) continue;
     if (front < ready(m)) return true;
     left = true;
