@@ -20,10 +20,11 @@
 
 namespace {
 
-// What the two processes share: a barrier and each one's pid and buffers.
+// What the two processes share: a barrier, a failure flag, and each one's pid and buffers.
 struct Shared {
   std::atomic<int> arrived{0};
   std::atomic<int> generation{0};
+  std::atomic<bool> failed{false};
   pid_t pid[2];
   char* input[2];
   char* output[2];
@@ -36,7 +37,10 @@ void barrier(Shared& shared) {
     shared.generation.fetch_add(1);
     return;
   }
-  while (shared.generation.load() == generation) std::this_thread::yield();
+  while (shared.generation.load() == generation) {
+    if (shared.failed.load()) std::exit(1);  // the other could not copy: it said why
+    std::this_thread::yield();
+  }
 }
 
 double median(std::vector<double> v) {
@@ -66,6 +70,7 @@ double time_copies(Shared& shared, int me, size_t bytes, bool push, bool fresh, 
     }
     if (copied != static_cast<ssize_t>(bytes)) {
       std::perror(push ? "process_vm_writev" : "process_vm_readv");
+      shared.failed.store(true);
       std::exit(1);
     }
     barrier(shared);  // the output is complete once both have copied
@@ -89,11 +94,13 @@ int main(int argc, char** argv) {
   if (memory == MAP_FAILED) return std::perror("mmap"), 1;
   auto& shared = *new (memory) Shared();
   const pid_t child = fork();
+  if (child < 0) return std::perror("fork"), 1;
   const int me = child == 0 ? 1 : 0;
   for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
     const int calls = static_cast<int>(std::clamp<size_t>((size_t{256} << 20) / bytes, 9, 301));
-    auto* input = static_cast<char*>(std::aligned_alloc(4096, bytes));
-    auto* output = static_cast<char*>(std::aligned_alloc(4096, bytes));
+    const size_t pages = (bytes + 4095) / 4096 * 4096;  // aligned_alloc wants whole alignments
+    auto* input = static_cast<char*>(std::aligned_alloc(4096, pages));
+    auto* output = static_cast<char*>(std::aligned_alloc(4096, pages));
     std::memset(input, me + 1, bytes);
     std::memset(output, 0, bytes);
     shared.pid[me] = getpid();
