@@ -18,7 +18,11 @@
 #include <thread>
 #include <vector>
 
+#include "../bench_util.h"
+
 namespace {
+
+using nnx_bench::median;
 
 // What the two processes share: a barrier, a failure flag, and each one's pid and buffers.
 struct Shared {
@@ -41,11 +45,6 @@ void barrier(Shared& shared) {
     if (shared.failed.load()) std::exit(1);  // the other could not copy: it said why
     std::this_thread::yield();
   }
-}
-
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
 }
 
 // Microseconds per copy (median over `calls`) of member `me` for one way and input policy.
@@ -114,11 +113,11 @@ int main(int argc, char** argv) {
         pulls.push_back(time_copies(shared, me, bytes, false, fresh, calls / 3));
         pushes.push_back(time_copies(shared, me, bytes, true, fresh, calls / 3));
       }
+      const double pull = median(pulls), push = median(pushes);
       if (me == 0)
         std::printf("{\"bench\": \"cross_copy\", \"bytes\": %zu, \"inputs\": \"%s\", "
                     "\"pull_us\": %.1f, \"push_us\": %.1f, \"push_over_pull\": %.3f}\n",
-                    bytes, fresh ? "fresh" : "kept", median(pulls), median(pushes),
-                    median(pushes) / median(pulls));
+                    bytes, fresh ? "fresh" : "kept", pull, push, push / pull);
     }
     barrier(shared);  // neither frees its buffers while the other may still copy
     std::free(input);
