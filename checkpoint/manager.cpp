@@ -105,11 +105,26 @@ bool CheckpointManager::save(int64_t step, const State& state, const SaveOptions
     report_previous();
     return false;
   }
-  // Copies for a background write, so the caller may go on changing the state.
-  auto plan = std::make_shared<detail::SavePlan>(
-      detail::plan_save_everywhere(*comm_, state, options_.async));
+  // Copies for a background write, so the caller may go on changing the state. Where this
+  // step's save fails too, its error names the previous one, which is not lost.
+  std::shared_ptr<detail::SavePlan> plan;
+  try {
+    plan = std::make_shared<detail::SavePlan>(
+        detail::plan_save_everywhere(*comm_, state, options_.async));
+    if (!options_.async) save_now(step, *comm_, *plan, options);
+  } catch (const std::exception& e) {
+    if (!previous) throw;
+    std::string earlier = "an unknown error";
+    try {
+      std::rethrow_exception(previous);
+    } catch (const std::exception& p) {
+      earlier = p.what();
+    } catch (...) {
+    }
+    NNX_FAIL("step {} was not saved: {}; and the previous background save failed too: {}", step,
+             e.what(), earlier);
+  }
   if (!options_.async) {
-    save_now(step, *comm_, *plan, options);
     report_previous();
     return true;
   }

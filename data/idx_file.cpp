@@ -106,14 +106,19 @@ IdxFile::IdxFile(std::string path) : path_(std::move(path)) {
     detail::read_at(fd_, dims_bytes.data(), 4 * ndims, 4, path_);
   else
     std::memcpy(dims_bytes.data(), data_.data() + 4, 4 * ndims);
-  int64_t elements = 1;
+  // The data's size in bytes, checked for overflow: a corrupt header's dims may multiply past
+  // 2^63 and wrap to the file's size.
+  int64_t expected = element_size_;
+  bool overflows = false;
   for (int d = 0; d < ndims; ++d) {
     dims_.push_back(big_endian_u32(dims_bytes.data() + 4 * d));
-    elements *= dims_.back();
+    overflows = overflows || __builtin_mul_overflow(expected, dims_.back(), &expected);
   }
+  overflows = overflows || __builtin_add_overflow(expected, data_offset_, &expected);
+  NNX_CHECK(!overflows, "{}: the header promises records of shape {} times {}, more than 2^63 "
+            "bytes in all; the file is corrupt", path_, nnx::to_string(record_shape()), dims_[0]);
   record_bytes_ = element_size_;
   for (size_t d = 1; d < dims_.size(); ++d) record_bytes_ *= dims_[d];
-  const int64_t expected = data_offset_ + elements * element_size_;
   NNX_CHECK(total_bytes == expected,
             "{}: the header promises {} records of shape {} ({} bytes in all) but the file has {} "
             "bytes{}; the file is {}", path_, dims_[0], nnx::to_string(record_shape()), expected,

@@ -183,14 +183,16 @@ std::optional<Batch> DataLoader::next() {
     return std::nullopt;
   }
   if (options_.prefetch > 0 && !prefetcher_) restart_prefetch();
-  std::map<std::string, at::Tensor> rows;
+  std::optional<Batch> batch;
   try {
-    rows = prefetcher_ ? prefetcher_->pop() : read_local(epoch_, position_);
+    auto rows = prefetcher_ ? prefetcher_->pop() : read_local(epoch_, position_);
+    batch = to_batch(std::move(rows), epoch_, position_);
   } catch (...) {
-    prefetcher_.reset();  // it stopped at the error: the next call reads this batch again
+    // The prefetcher stopped at the error, or has already handed over these rows: the next
+    // call reads this batch again.
+    prefetcher_.reset();
     throw;
   }
-  Batch batch = to_batch(std::move(rows), epoch_, position_);
   ++position_;
   return batch;
 }
@@ -216,6 +218,8 @@ State DataLoader::state() const {
   out.add("position", scalar_state(position_));
   out.add("global_batch", scalar_state(options_.global_batch));
   out.add("num_records", scalar_state(num_records()));
+  out.add("shuffle", scalar_state(options_.shuffle ? 1 : 0));
+  out.add("remainder", scalar_state(static_cast<int64_t>(options_.remainder)));
   return out;
 }
 
@@ -226,6 +230,27 @@ void DataLoader::load_state(const State& state) {
             "the loader state was saved by a loader of global_batch {} over {} records, but this "
             "one has global_batch {} over {}; resume with the same data and batch size", batch,
             records, options_.global_batch, num_records());
+  // The order of the records and the last batch: states saved before these were kept hold
+  // neither.
+  if (state.contains("shuffle")) {
+    const bool shuffle = read_scalar(state, "shuffle") != 0;
+    NNX_CHECK(shuffle == options_.shuffle,
+              "the loader state was saved by a loader with shuffle = {}, but this one has "
+              "shuffle = {}; resume with the same LoaderOptions.shuffle", shuffle,
+              options_.shuffle);
+  }
+  if (state.contains("remainder")) {
+    const int64_t remainder = read_scalar(state, "remainder");
+    auto name = [](int64_t r) {
+      return r == static_cast<int64_t>(Remainder::drop)  ? "Remainder::drop"
+             : r == static_cast<int64_t>(Remainder::pad) ? "Remainder::pad"
+                                                         : "an unknown remainder";
+    };
+    NNX_CHECK(remainder == static_cast<int64_t>(options_.remainder),
+              "the loader state was saved by a loader with remainder = {}, but this one has "
+              "remainder = {}; resume with the same LoaderOptions.remainder", name(remainder),
+              name(static_cast<int64_t>(options_.remainder)));
+  }
   const int64_t epoch = read_scalar(state, "epoch");
   const int64_t position = read_scalar(state, "position");
   NNX_CHECK(epoch >= 0 && position >= 0 && position <= steps_per_epoch(),

@@ -8,16 +8,21 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 namespace nnx::metrics {
 
 void Accuracy::update(const MetricInputs& inputs) {
   Array logits = detail::input(inputs, "logits", "Accuracy");
   Array labels = detail::input(inputs, "labels", "Accuracy");
   const int64_t class_dims = threshold_ ? 0 : 1;
-  NNX_CHECK(logits.ndim() == labels.ndim() + class_dims,
-            "Accuracy: {} expects logits with {} dim(s) more than the labels, got logits {} and "
-            "labels {}", threshold_ ? "binary classification" : "multi-class classification",
-            class_dims, to_string(logits.shape()), to_string(labels.shape()));
+  // The labels' shape is the logits' without the class dim: no broadcast between the two.
+  NNX_CHECK(logits.ndim() == labels.ndim() + class_dims &&
+                std::equal(labels.shape().begin(), labels.shape().end(), logits.shape().begin()),
+            "Accuracy: {} expects labels shaped as the logits{}, got logits {} and labels {}",
+            threshold_ ? "binary classification" : "multi-class classification",
+            class_dims ? " without their last (class) dim" : "", to_string(logits.shape()),
+            to_string(labels.shape()));
   NNX_CHECK(!at::isFloatingType(labels.dtype()) && !at::isComplexType(labels.dtype()),
             "Accuracy: labels must be integers, got {}", dtype_name(labels.dtype()));
   if (logits.mesh()) {

@@ -70,7 +70,9 @@ std::pair<double, double> masked_sum_and_count(const Array& values,
   Array m = as_float64(*mask);
   Shape expanded = m.shape();
   while (expanded.size() < values.shape().size()) expanded.push_back(1);
-  const double per_mask_element = static_cast<double>(values.numel()) / m.numel();
+  // Values per mask element; an empty mask covers nothing (not 0 / 0).
+  const double per_mask_element =
+      m.numel() == 0 ? 0.0 : static_cast<double>(values.numel()) / m.numel();
   Array v = as_float64(values);
   Array weights = aligned_mask(reshape(m, expanded), v);
   // where(mask, values, 0) * mask: a masked-out NaN or inf (a padded row) counts as 0, not NaN.

@@ -93,3 +93,21 @@ TEST_CASE("a failed background save is reported by the next save, which still sa
   CHECK(manager.latest_step() == 6);
   CHECK(manager.all_steps() == std::vector<int64_t>{6});
 }
+
+TEST_CASE("a failed background save is reported even when the next save fails before writing") {
+  nnx_test::SharedDir dir;
+  ckpt::CheckpointManager manager(dir.sub("run"), {.async = true});
+  std::ofstream(dir.sub("run/5")) << "a file where step 5's directory should go";
+  CHECK(manager.save(5, small_state()));  // fails in the background
+  nnx::State abstract;
+  abstract.add("w", nnx::Param(nnx::Array::abstract({2}, at::kFloat)));
+  // Both failures are named: step 5's used to be lost with this call.
+  CHECK_THROWS_WITH(manager.save(6, abstract),
+                    Contains("step 6 was not saved: ") &&
+                        Contains("'w' has no values (abstract)") &&
+                        Contains("the previous background save failed too: "));
+  CHECK_NOTHROW(manager.wait_until_finished());  // reported once, not again
+  CHECK(manager.save(7, small_state()));
+  manager.wait_until_finished();
+  CHECK(manager.all_steps() == std::vector<int64_t>{7});
+}

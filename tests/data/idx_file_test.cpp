@@ -75,6 +75,16 @@ TEST_CASE("a damaged IDX file is an error naming the file and the fault") {
   CHECK_THROWS_WITH(IdxFile(dir.file("cut.gz")), Contains("cut.gz: the gzip data is damaged"));
   std::filesystem::resize_file(dir.file("cut.gz"), size / 2);
   CHECK_THROWS_WITH(IdxFile(dir.file("cut.gz")), Contains("cut.gz: the gzip data is damaged"));
+  // Dims whose product wraps around 2^64 to the header's own 16 bytes: taken for 2^31 records
+  // of 8 GiB before (and a gzip one then read far past its data).
+  auto wrapping = nnx_test::idx_bytes(0x08, {1u << 31, 1u << 31, 4}, {});
+  nnx_test::write_bytes(dir.file("wrap.idx"), wrapping);
+  nnx_test::write_gzip(dir.file("wrap.idx.gz"), wrapping);
+  for (const char* name : {"wrap.idx", "wrap.idx.gz"})
+    CHECK_THROWS_WITH(IdxFile(dir.file(name)),
+                      Contains(std::string(name) + ": the header promises records of shape "
+                               "(2147483648, 4) times 2147483648, more than 2^63 bytes in all; "
+                               "the file is corrupt"));
 }
 
 TEST_CASE("Fashion-MNIST from Debian's dataset-fashion-mnist reads as 60000 balanced images") {

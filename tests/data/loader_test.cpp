@@ -126,6 +126,26 @@ TEST_CASE("a loader state from another batch size or dataset is refused, changin
   CHECK_THROWS_WITH(a.load_state(missing), Contains("the loader state has no 'position'"));
 }
 
+TEST_CASE("a loader state from another order or remainder is refused, changing nothing") {
+  DataLoader shuffled(sources(10), {.global_batch = 4, .shuffle = true});
+  DataLoader in_order(sources(10), {.global_batch = 4, .shuffle = false});
+  DataLoader padded(sources(10), {.global_batch = 4, .remainder = Remainder::pad});
+  in_order.next();
+  CHECK_THROWS_WITH(in_order.load_state(shuffled.state()),
+                    Contains("saved by a loader with shuffle = true, but this one has shuffle = "
+                             "false; resume with the same LoaderOptions.shuffle"));
+  CHECK(in_order.position() == 1);
+  CHECK_THROWS_WITH(padded.load_state(shuffled.state()),
+                    Contains("remainder = Remainder::drop, but this one has remainder = "
+                             "Remainder::pad"));
+  // A state saved before shuffle and remainder were kept still loads.
+  nnx::State older;
+  for (const auto& [path, v] : shuffled.state())
+    if (path != "shuffle" && path != "remainder") older.add(path, v);
+  CHECK_NOTHROW(in_order.load_state(older));
+  CHECK(in_order.position() == 0);
+}
+
 TEST_CASE("a slice of a source reads its own range of records") {
   auto table = std::make_shared<TensorSource>(features(10), "table");
   auto middle = nnx::data::slice(table, 2, 6);
@@ -164,6 +184,31 @@ TEST_CASE("a read error is thrown by next, and the next call reads that batch ag
     auto retried = loader.next();  // used to wait forever with a prefetch thread
     REQUIRE(retried);
     CHECK(torch::equal((*retried)["y"].local(), torch::tensor({4, 5}, torch::kLong)));
+  }
+}
+
+TEST_CASE("an error placing a batch is thrown by next, and the next call returns that batch") {
+  // The rows are read (and prefetched) before they are placed: a field the mesh cannot take
+  // fails in placement, after the prefetcher has handed the rows over.
+  auto mesh = nnx::make_mesh({1}, {"data"});
+  for (int prefetch : {0, 2}) {
+    std::atomic<int> maps{0};
+    DataLoader loader({{"y", std::make_shared<TensorSource>(torch::arange(8))}},
+                      {.global_batch = 2, .sharding = nnx::NamedSharding{mesh, nnx::P("data")},
+                       .shuffle = false,
+                       .prefetch = prefetch,
+                       .map = [&maps](std::map<std::string, at::Tensor>& rows) {
+                         if (maps++ == 0) rows["scalar"] = torch::scalar_tensor(1.0);
+                       }});
+    CHECK_THROWS(loader.next());
+    CHECK(loader.position() == 0);
+    for (int64_t step = 0; step < 4; ++step) {  // used to skip a batch, then wait forever
+      auto batch = loader.next();
+      REQUIRE(batch);
+      CHECK(batch->step == step);
+      CHECK(torch::equal((*batch)["y"].local(), torch::arange(2 * step, 2 * step + 2)));
+    }
+    CHECK_FALSE(loader.next());
   }
 }
 

@@ -55,6 +55,47 @@ TEST_CASE("Accuracy gives Flax's documented values on JAX's random logits") {
   CHECK(binary.compute() == Approx(0.8));
 }
 
+TEST_CASE("Accuracy refuses labels shaped unlike the logits instead of broadcasting them") {
+  metrics::Accuracy accuracy;
+  // Four rows against one label used to count four hits over one example: accuracy 4.
+  CHECK_THROWS_WITH(accuracy.update({{"logits", nnx::Array(torch::zeros({4, 3}))},
+                                     {"labels", nnx::Array(torch::tensor({0}))}}),
+                    Contains("multi-class classification expects labels shaped as the logits "
+                             "without their last (class) dim, got logits (4, 3) and labels (1,)"));
+  CHECK_THROWS_WITH(accuracy.update({{"logits", nnx::Array(torch::zeros({1, 3}))},
+                                     {"labels", nnx::Array(torch::tensor({0, 1, 2, 0}))}}),
+                    Contains("got logits (1, 3) and labels (4,)"));
+  metrics::Accuracy binary(0.5);
+  CHECK_THROWS_WITH(binary.update({{"logits", nnx::Array(torch::zeros({4}))},
+                                   {"labels", nnx::Array(torch::tensor({0, 1}))}}),
+                    Contains("binary classification expects labels shaped as the logits, got "
+                             "logits (4,) and labels (2,)"));
+  CHECK(std::isnan(accuracy.compute()));  // nothing was counted
+  accuracy.update({{"logits", nnx::Array(torch::tensor({{0.f, 1.f}, {1.f, 0.f}}))},
+                   {"labels", nnx::Array(torch::tensor({1, 1}))}});
+  CHECK(accuracy.compute() == 0.5);
+}
+
+TEST_CASE("an empty masked batch counts nothing and leaves the running values as they were") {
+  auto empty = nnx::Array(torch::zeros({0}, torch::kDouble));
+  auto no_mask = nnx::Array(torch::zeros({0}));
+  metrics::Average average;
+  average.update({{"values", empty}, {"mask", no_mask}});
+  CHECK(average.count() == 0.0);
+  average.update({{"values", nnx::Array(torch::tensor({1., 3.}))},
+                  {"mask", nnx::Array(torch::tensor({1.f, 1.f}))}});
+  CHECK(average.compute() == 2.0);
+  average.update({{"values", empty}, {"mask", no_mask}});
+  CHECK(average.compute() == 2.0);
+  CHECK(average.count() == 2.0);
+  metrics::Welford welford;
+  welford.update({{"values", nnx::Array(torch::tensor({1., 3.}))},
+                  {"mask", nnx::Array(torch::tensor({1.f, 1.f}))}});
+  welford.update({{"values", empty}, {"mask", no_mask}});
+  CHECK(welford.compute().mean == 2.0);
+  CHECK(welford.compute().standard_deviation == 1.0);
+}
+
 TEST_CASE("a mask leaves out padded examples") {
   auto logits = nnx::Array(torch::tensor({{1.f, 0.f}, {0.f, 1.f}, {1.f, 0.f}, {1.f, 0.f}}));
   auto labels = nnx::Array(torch::tensor({0, 1, 1, 1}));
