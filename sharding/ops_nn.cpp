@@ -8,7 +8,9 @@
 #include <torch/types.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <limits>
+#include <optional>
 
 namespace nnx {
 
@@ -58,7 +60,9 @@ Array embedding_lookup(const Array& table0, const Array& ids0) {
     const int64_t start = box.start[0], rows = box.size[0];
     auto inside = (local_ids >= start) & (local_ids < start + rows);
     auto shifted = (local_ids - start).clamp(0, rows - 1);
-    out = torch::embedding(table.local(), shifted) * inside.unsqueeze(-1).to(table.local().dtype());
+    // Filled, not multiplied by `inside`: an inf or NaN in this process's rows stays out of
+    // the other ids' sums.
+    out = torch::embedding(table.local(), shifted).masked_fill(~inside.unsqueeze(-1), 0);
   }
   Shape shape = ids.shape();
   shape.push_back(table.shape()[1]);
@@ -66,6 +70,20 @@ Array embedding_lookup(const Array& table0, const Array& ids0) {
   out_dims.push_back(feature_axes);
   return make_result(out, shape, mesh, out_dims, vocab_axes);
 }
+
+namespace {
+// `t` in float32 where it is a 16-bit float: the norms' statistics lose too much below.
+at::Tensor at_least_float32(const at::Tensor& t) {
+  return t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf ? t.to(at::kFloat) : t;
+}
+// The type the defined tensors promote to.
+at::ScalarType result_dtype(std::initializer_list<at::Tensor> tensors) {
+  std::optional<at::ScalarType> out;
+  for (const auto& t : tensors)
+    if (t.defined()) out = out ? at::promote_types(*out, t.scalar_type()) : t.scalar_type();
+  return *out;
+}
+}  // namespace
 
 Array layer_norm(const Array& x0, const std::optional<Array>& scale,
                  const std::optional<Array>& bias, double epsilon) {
@@ -81,22 +99,25 @@ Array layer_norm(const Array& x0, const std::optional<Array>& scale,
     // float rounding, the variance taken about the mean rather than as Flax's difference.
     return x.with_local(at::layer_norm(t, {t.size(-1)}, s, b, epsilon));
   }
-  // Flax's fast variance: mean(x^2) - mean(x)^2, floored at 0.
-  at::Tensor mu = t.mean(-1, true);
-  at::Tensor var = ((t * t).mean(-1, true) - mu * mu).clamp_min(0);
-  at::Tensor y = (t - mu) * (var + epsilon).rsqrt();
+  // Flax's fast variance: mean(x^2) - mean(x)^2, floored at 0, in float32 at least (as Flax
+  // promotes), returned in the type of x, scale and bias together.
+  const at::Tensor w = at_least_float32(t);
+  at::Tensor mu = w.mean(-1, true);
+  at::Tensor var = ((w * w).mean(-1, true) - mu * mu).clamp_min(0);
+  at::Tensor y = (w - mu) * (var + epsilon).rsqrt();
   if (s.defined()) y = y * s;
   if (b.defined()) y = y + b;
-  return x.with_local(y);
+  return x.with_local(y.to(result_dtype({t, s, b})));
 }
 
 Array rms_norm(const Array& x0, const std::optional<Array>& scale, double epsilon) {
   Array x = whole_last_dim(x0);
   at::Tensor s = replicated_vector(scale, x, "rms_norm", "scale");
   at::Tensor t = x.local();
-  at::Tensor y = t * ((t * t).mean(-1, true) + epsilon).rsqrt();
+  const at::Tensor w = at_least_float32(t);  // as in layer_norm
+  at::Tensor y = w * ((w * w).mean(-1, true) + epsilon).rsqrt();
   if (s.defined()) y = y * s;
-  return x.with_local(y);
+  return x.with_local(y.to(result_dtype({t, s})));
 }
 
 Array dropout(const Array& x, double rate, const random::Key& key) {

@@ -155,7 +155,9 @@ Array run_plan(const Array& x, const RedistributePlan& plan) {
         break;
       }
       case K::to_partial:  // the value stays on coordinate 0 of the axis, zeros elsewhere
-        if (mesh.coordinate(step.axis) != 0) local = local * 0;
+        // Filled, not multiplied by 0: an inf or NaN elsewhere would turn the sum into NaN.
+        if (mesh.coordinate(step.axis) != 0)
+          local = local.masked_fill(at::ones({}, local.options().dtype(at::kBool)), 0);
         ++counts.to_partial;
         break;
     }

@@ -4,6 +4,8 @@
 
 #include "ops_test_util.h"
 
+#include <limits>
+
 using namespace nnx_test;
 using nnx::Array;
 using nnx::P;
@@ -179,6 +181,44 @@ TEST_CASE("elementwise ops resolve a pending-sum operand on either side or both"
     for (const auto& pr : pending_sum_layouts(row, *mesh))
       for (const auto& sb : specs_for({8, 16}, *mesh)) check_binaries(mesh, {b, sb}, pr);
   }
+}
+
+TEST_CASE("a pending sum plus a mask of -inf equals the one-device sum and softmax",
+          "[ranks2][ranks4][ranks8]") {
+  // A row-parallel product's pending sum plus a causal mask: the mask's -inf taken into the
+  // pending layout used to become NaN on every coordinate but the first (-inf * 0).
+  const auto a = normal_values({8, 16}, 12);
+  const double inf = std::numeric_limits<double>::infinity();
+  const auto upper = torch::ones({8, 16}, torch::kBool).triu(1);
+  const auto mask = torch::zeros({8, 16}, torch::kDouble).masked_fill(upper, -inf);
+  auto masked_softmax = [](const Array& x, const Array& m) { return nnx::softmax(x + m, -1); };
+  auto oracle = [](const at::Tensor& x, const at::Tensor& m) { return torch::softmax(x + m, -1); };
+  for (const auto& mesh : op_meshes())
+    for (const auto& pa : pending_sum_layouts(a, *mesh))
+      for (const auto& sm : specs_for({8, 16}, *mesh)) {
+        check_binary(mesh, pa, {mask, sm}, [](const Array& x, const Array& m) { return x + m; },
+                     [](const at::Tensor& x, const at::Tensor& m) { return x + m; });
+        // Values only: which layout the sum takes, and so softmax's gathers, the rules decide.
+        const Checked softmax =
+            check_binary(mesh, pa, {mask, sm}, masked_softmax, oracle, {.promised = false});
+        CHECK_FALSE(softmax.whole.isnan().any().item<bool>());
+      }
+}
+
+TEST_CASE("astype of a pending sum to integers or bool casts the sum, not its pieces",
+          "[ranks2][ranks4][ranks8]") {
+  // Each piece below 1, their sum above: truncating the pieces gave 0.
+  const auto whole = torch::full({4, 6}, 1.25);
+  for (const auto& mesh : op_meshes())
+    for (const auto& pending : pending_sum_layouts(whole, *mesh)) {
+      INFO(pending.spec.to_string() << " pending over " << pending.partial.size() << " axes");
+      const Array x = place(mesh, pending).array;
+      CHECK(torch::equal(nnx::gather(nnx::astype(x, at::kLong)), torch::ones({4, 6}, at::kLong)));
+      CHECK(torch::equal(nnx::gather(nnx::astype(x, at::kBool)), torch::ones({4, 6}, at::kBool)));
+      const Array half = nnx::astype(x, at::kDouble);  // floating casts keep the sum pending
+      CHECK(half.partial_axes() == pending.partial);
+      CHECK(torch::allclose(nnx::gather(half), whole.to(at::kDouble)));
+    }
 }
 
 TEST_CASE("scalar operands and operators act once on the whole value, pending sums included",

@@ -128,6 +128,23 @@ TEST_CASE("embedding lookup is exact with a vocab-sharded or an embed-sharded ta
       check_embedding(mesh, {table, st}, {repeated, P()});
 }
 
+TEST_CASE("a vocab-sharded table's inf or NaN rows stay out of other ids' embeddings",
+          "[ranks2][ranks4][ranks8]") {
+  // Row 8 begins a shard and row 7 ends one on 2, 4 and 8 shards: the rows other shards' ids
+  // clamp to before they are left out.
+  auto table = normal_values({16, 8}, 85);
+  table[8][3].fill_(std::numeric_limits<double>::infinity());
+  table[7][0].fill_(std::numeric_limits<double>::quiet_NaN());
+  auto ids = integer_values({4, 6}, 14, 86);
+  ids += (ids >= 7).to(torch::kLong) * 2;  // rows 0 to 6 and 9 to 15
+  for (const auto& mesh : op_meshes())
+    for (const auto& st : specs_for({16, 8}, *mesh, {.max_sharded_dims = 1})) {
+      INFO("table " << st.to_string());
+      const Checked got = check_embedding(mesh, {table, st}, {ids, P()});
+      CHECK(torch::isfinite(got.whole).all().item<bool>());
+    }
+}
+
 TEST_CASE("layer_norm and rms_norm over the last dim are exact, sharded there or not",
           "[ranks2][ranks4][ranks8]") {
   const auto x = normal_values({8, 16}, 82) * 2 + 0.5;
