@@ -1,6 +1,7 @@
 // Batch normalization.
 #include <nnx/core/error.h>
 #include <nnx/modules/batch_norm.h>
+#include <nnx/sharding/astype.h>
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/redistribute.h>
 
@@ -44,6 +45,13 @@ Array BatchNorm::operator()(const Array& x) {
   NNX_CHECK(x.ndim() >= 1 && x.shape().back() == mean.shape()[0],
             "input {} does not end in the {} features this BatchNorm normalizes",
             to_string(x.shape()), mean.shape()[0]);
+  // Statistics in float32 at least, as Flax takes them; the output in the type of x, scale and
+  // bias together.
+  at::ScalarType out = x.dtype();
+  if (scale) out = at::promote_types(out, scale->value().dtype());
+  if (bias) out = at::promote_types(out, bias->value().dtype());
+  const bool narrow = x.dtype() == at::kBFloat16 || x.dtype() == at::kHalf;
+  const Array xs = narrow ? astype(x, at::kFloat) : x;
   Array mu, variance;
   if (use_running_average || !is_training()) {
     mu = mean.value();
@@ -51,16 +59,16 @@ Array BatchNorm::operator()(const Array& x) {
   } else {
     std::vector<int64_t> dims;
     for (int64_t d = 0; d + 1 < x.ndim(); ++d) dims.push_back(d);
-    mu = nnx::mean(x, dims);
+    mu = nnx::mean(xs, dims);
     // Flax's fast variance: E[x^2] - E[x]^2, floored at 0.
-    variance = relu(nnx::mean(square(x), dims) - square(mu));
+    variance = relu(nnx::mean(square(xs), dims) - square(mu));
     mean.set_value(running_update(mean.value(), mu, momentum));
     var.set_value(running_update(var.value(), variance, momentum));
   }
   Array multiplier = rsqrt(variance + epsilon);
   if (scale) multiplier = multiplier * scale->value();
-  Array y = (x - mu) * multiplier;
-  return bias ? y + bias->value() : y;
+  Array y = (xs - mu) * multiplier;
+  return astype(bias ? y + bias->value() : y, out);
 }
 
 }  // namespace nnx

@@ -40,6 +40,37 @@ TEST_CASE("LayerNorm with dtype computes its statistics in float32 and returns t
   CHECK(torch::equal(y.local(), as_bf16(expected)));
 }
 
+TEST_CASE("norms take the statistics of 16-bit inputs in float32, as Flax does") {
+  // [99, 101]: mean 100, variance 1. In bfloat16, E[x^2] and E[x]^2 round to one value, and the
+  // variance to 0: the outputs were +-316 (BatchNorm) and +-1000 (LayerNorm).
+  nnx::Rngs rngs(0);
+  const auto row = torch::tensor({{99.f, 101.f}});
+  const auto want = torch::tensor({{-1.f, 1.f}});
+  for (auto half : {bf16, torch::kHalf}) {
+    INFO(c10::toString(half));
+    nnx::LayerNorm layer_norm(2, rngs);
+    nnx::Array y = layer_norm(nnx::Array(row.to(half)));
+    CHECK(y.dtype() == torch::kFloat);  // float32 parameters: the output promotes to them
+    CHECK(torch::allclose(y.local(), want, 1e-4, 1e-4));
+    nnx::LayerNorm plain(2, rngs, {.use_scale = false, .use_bias = false});
+    y = plain(nnx::Array(row.to(half)));
+    CHECK(y.dtype() == half);
+    CHECK(torch::allclose(y.local().to(torch::kFloat), want, 1e-2, 1e-2));
+    nnx::RMSNorm rms(2, rngs, {.use_scale = false});
+    y = rms(nnx::Array(row.to(half)));
+    CHECK(y.dtype() == half);
+    CHECK(torch::equal(y.local(), (row * row.square().mean(-1, true).add(1e-6).rsqrt()).to(half)));
+
+    nnx::BatchNorm batch_norm(1, rngs);
+    y = batch_norm(nnx::Array(row.t().to(half)));
+    CHECK(y.dtype() == torch::kFloat);
+    CHECK(torch::allclose(y.local(), want.t(), 1e-4, 1e-4));
+    // Running averages (momentum 0.99) of mean 100 and variance 1.
+    CHECK(batch_norm.mean.tensor().item<float>() == Approx(1.0f));
+    CHECK(batch_norm.var.tensor().item<float>() == Approx(1.0f));
+  }
+}
+
 TEST_CASE("attention, MLP and Embed with dtype bfloat16 return bfloat16") {
   nnx::Rngs rngs(0);
   nnx::MultiHeadAttention attention(2, 8, rngs, {.dtype = bf16});
