@@ -2,6 +2,8 @@
 // Entries are modules (paths "layers.0.kernel") or plain functions Array -> Array (no state).
 // Build it with braces so the layers are constructed, and draw their keys, left to right:
 //   nnx::Sequential model{nnx::Linear(4, 8, rngs), nnx::relu, nnx::Linear(8, 2, rngs)};
+// A Sequential nests in another; layers that update their state when called (BatchNorm,
+// Dropout) update it through the call, as in Flax.
 #pragma once
 
 #include <nnx/sharding/array.h>
@@ -19,7 +21,11 @@ namespace nnx {
 
 class Sequential : public Module {
  public:
-  template <class... Layers> explicit Sequential(Layers&&... layers) {
+  // Not for one Sequential alone: that is the copy or move constructor.
+  template <class... Layers>
+    requires(sizeof...(Layers) != 1 ||
+             (!std::is_base_of_v<Sequential, std::remove_cvref_t<Layers>> && ...))
+  explicit Sequential(Layers&&... layers) {
     (append(std::forward<Layers>(layers)), ...);
   }
 
@@ -39,22 +45,22 @@ class Sequential : public Module {
   std::vector<std::shared_ptr<Module>> NNX_FIELD(layers);
 
  private:
-  using Step = std::function<Array(const Module*, const Array&)>;
+  using Step = std::function<Array(Module*, const Array&)>;
   [[noreturn]] void fail_get(size_t i, const std::string& wanted) const;
 
   template <class L> void append(L&& layer) {
     using T = std::decay_t<L>;
     if constexpr (std::is_base_of_v<Module, T>) {
-      static_assert(std::is_invocable_r_v<Array, const T&, const Array&>,
-                    "nnx::Sequential: a module step must be callable as Array(const Array&) const");
+      static_assert(std::is_invocable_r_v<Array, T&, const Array&>,
+                    "nnx::Sequential: a module step must be callable as Array(const Array&)");
       layers.push_back(std::make_shared<T>(std::forward<L>(layer)));
       // The step receives the module it runs, so copies of the Sequential call their own layers.
-      steps_.push_back([](const Module* m, const Array& x) { return (*static_cast<const T*>(m))(x); });
+      steps_.push_back([](Module* m, const Array& x) { return (*static_cast<T*>(m))(x); });
     } else {
       static_assert(std::is_invocable_r_v<Array, const T&, const Array&>,
                     "nnx::Sequential: a step must be a module or a function Array(const Array&)");
       layers.push_back(nullptr);
-      steps_.push_back([fn = T(std::forward<L>(layer))](const Module*, const Array& x) { return fn(x); });
+      steps_.push_back([fn = T(std::forward<L>(layer))](Module*, const Array& x) { return fn(x); });
     }
   }
 

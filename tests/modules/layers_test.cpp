@@ -179,6 +179,40 @@ TEST_CASE("Sequential::get returns a layer as its type, or names what it is") {
   CHECK_THROWS_WITH(model.get<nnx::Linear>(3), Catch::Matchers::Contains("there are 3 layers"));
 }
 
+TEST_CASE("a Sequential nests in another and holds layers that update their state") {
+  nnx::Rngs rngs(0);
+  nnx::Sequential inner{nnx::Linear(4, 8, rngs), nnx::relu};
+  // A non-const Sequential as the first of several layers used to recurse without end.
+  nnx::Sequential outer{inner, nnx::Linear(8, 2, rngs)};
+  CHECK(outer.size() == 2);
+  CHECK(nnx::state(outer).paths() ==
+        std::vector<std::string>{"layers.0.layers.0.kernel", "layers.0.layers.0.bias",
+                                 "layers.1.kernel", "layers.1.bias"});
+  auto x = torch::randn({3, 4});
+  const auto& l0 = inner.get<nnx::Linear>(0);
+  const auto& l1 = outer.get<nnx::Linear>(1);
+  auto want = torch::relu(x.matmul(l0.kernel.tensor()) + l0.bias->tensor())
+                  .matmul(l1.kernel.tensor()) + l1.bias->tensor();
+  CHECK(torch::allclose(outer(nnx::Array(x)).local(), want, 1e-5, 1e-6));
+  nnx::Sequential copied(inner);  // the copy constructor, not a Sequential of one Sequential
+  CHECK(copied.size() == 2);
+  CHECK(nnx::state(copied).paths() == nnx::state(inner).paths());
+
+  nnx::Sequential stateful{nnx::Linear(4, 3, rngs), nnx::BatchNorm(3, rngs),
+                           nnx::Dropout(0.5, rngs)};
+  const nnx::Array y = stateful(nnx::Array(x));
+  const auto& norm = stateful.get<nnx::BatchNorm>(1);
+  const auto h = x.matmul(stateful.get<nnx::Linear>(0).kernel.tensor()) +
+                 stateful.get<nnx::Linear>(0).bias->tensor();
+  // The running mean moved 1% of the way to the batch mean; dropout kept or doubled each value.
+  CHECK(torch::allclose(norm.mean.tensor(), h.mean(0) * 0.01, 1e-5, 1e-6));
+  const auto normalized = (h - h.mean(0)) / (h.var(0, false) + 1e-5).sqrt();
+  const auto kept = y.local() != 0;
+  CHECK(kept.any().item<bool>());
+  CHECK(torch::allclose(y.local().masked_select(kept), (normalized * 2).masked_select(kept), 1e-3,
+                        1e-4));
+}
+
 TEST_CASE("l2_loss is optax's: half the squared difference, elementwise") {
   auto p = torch::tensor({1.f, 2.f, -3.f});
   auto t = torch::tensor({0.f, 4.f, -3.f});
