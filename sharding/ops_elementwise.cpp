@@ -9,6 +9,7 @@
 
 #include <torch/types.h>
 
+#include <cmath>
 #include <source_location>
 
 namespace nnx {
@@ -85,8 +86,13 @@ Array unary(const Array& a, bool linear, Fn fn,
   return make_result(fn(a.local()), a.shape(), a.mesh(), dims_of(a), a.partial_axes());
 }
 
+// `value` as a 0-d operand for `a`: in a's dtype where that holds it; integer and bool arrays
+// take a fractional value as floats (as LibTorch and JAX promote), not truncated.
 Array scalar_like(const Array& a, double value) {
-  return Array(torch::full({}, value, a.local().options().requires_grad(false)));
+  const bool integral = std::trunc(value) == value && std::abs(value) < 0x1p63;
+  const at::ScalarType dtype = at::result_type(
+      a.local(), integral ? at::Scalar(static_cast<int64_t>(value)) : at::Scalar(value));
+  return Array(torch::full({}, value, a.local().options().dtype(dtype).requires_grad(false)));
 }
 
 }  // namespace

@@ -409,3 +409,29 @@ TEST_CASE("elementwise ops, reductions, softmax and dropout without a mesh equal
       none, {a}, [&](const Array& x) { return nnx::dropout(x, 0.5, key); },
       [&](const at::Tensor& t) { return t * mask / 0.5; });
 }
+
+TEST_CASE("a fractional scalar promotes integer and bool arrays to float instead of truncating",
+          "[ranks2][ranks4][ranks8]") {
+  const auto ids = torch::arange(8, torch::kLong).reshape({2, 4});
+  const auto flags = ids.remainder(2) == 0;
+  std::vector<MeshPtr> meshes{nullptr};
+  for (const auto& mesh : op_meshes()) meshes.push_back(mesh);
+  for (const auto& mesh : meshes) {
+    auto place_whole = [&](const at::Tensor& t) {
+      return mesh ? nnx::device_put(t, {mesh, P()}) : Array(t);
+    };
+    const Array a = place_whole(ids), f = place_whole(flags);
+    // As LibTorch (and JAX with a Python float): 0.5 used to be taken as 0 for the integers.
+    const Array half = a + 0.5, less = a - 0.25;
+    CHECK(half.dtype() == torch::kFloat);
+    CHECK(torch::equal(nnx::gather(half), ids + 0.5));
+    CHECK(torch::equal(nnx::gather(less), ids - 0.25));
+    const Array next = a + 1.0;  // a whole value keeps the integers
+    CHECK(next.dtype() == torch::kLong);
+    CHECK(torch::equal(nnx::gather(next), ids + 1));
+    const Array counted = f + 1.0, scaled = f + 0.5;
+    CHECK(torch::equal(nnx::gather(counted), flags + 1));
+    CHECK(counted.dtype() == torch::kLong);
+    CHECK(torch::equal(nnx::gather(scaled), flags + 0.5));
+  }
+}
