@@ -163,10 +163,12 @@ Array dot_product_attention(const Array& q0, const Array& k0, const Array& v0, b
   NNX_CHECK(q0.ndim() == 4 && k0.ndim() == 4 && v0.ndim() == 4,
             "q, k, v are [batch, heads, seq, head_dim]; got {}, {}, {}",
             shape_str(q0), shape_str(k0), shape_str(v0));
+  // One batch and one head count for all three (no broadcast), k's and v's sequence alike.
   NNX_CHECK(q0.shape()[3] == k0.shape()[3] && k0.shape()[2] == v0.shape()[2] &&
-                q0.shape()[0] == k0.shape()[0] && q0.shape()[1] == k0.shape()[1],
-            "q {}, k {}, v {} do not fit together", shape_str(q0),
-            shape_str(k0), shape_str(v0));
+                q0.shape()[0] == k0.shape()[0] && q0.shape()[1] == k0.shape()[1] &&
+                v0.shape()[0] == q0.shape()[0] && v0.shape()[1] == q0.shape()[1],
+            "q {}, k {}, v {} do not fit together: q and k share head_dim, k and v share seq, "
+            "and all three share batch and heads", shape_str(q0), shape_str(k0), shape_str(v0));
   auto mesh = common_mesh({&q0, &k0, &v0}, "dot_product_attention");
   Array q = resolved(on_mesh(q0, mesh)), k = resolved(on_mesh(k0, mesh)),
         v = resolved(on_mesh(v0, mesh));

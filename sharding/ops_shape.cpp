@@ -37,6 +37,11 @@ Array reshape(const Array& a, Shape shape) {
   NNX_CHECK(numel(shape) == a.numel(), "cannot reshape {} ({} elements) to {}",
             shape_str(a), a.numel(), to_string(shape));
   if (!a.mesh()) return Array(a.local().reshape(shape));
+  if (a.numel() == 0) {
+    // No elements: any layout holds them, and the groups below need nonzero sizes.
+    const Array whole = relayout(a, DimAxes(a.shape().size()), {});
+    return make_result(whole.local().reshape(shape), shape, a.mesh(), DimAxes(shape.size()), {});
+  }
 
   // Groups: runs of input dims and output dims with equal products.
   const auto in = dims_of(a);

@@ -251,6 +251,12 @@ TEST_CASE("ops reject mismatched shapes and meshes on every rank alike, naming t
                     Contains(mesh->to_string()) && Contains(other_mesh->to_string()));
   CHECK_THROWS_WITH(nnx::matmul(a, elsewhere_b),
                     Contains(mesh->to_string()) && Contains(other_mesh->to_string()));
+  // v with other heads than q and k: a head split used to broadcast it silently.
+  const auto q = nnx::device_put(normal_values({2, 8, 4, 16}, 105), {mesh, P(nnx::none, "x")});
+  const auto v = nnx::device_put(normal_values({2, 16, 4, 16}, 106), {mesh, P(nnx::none, "x")});
+  CHECK_THROWS_WITH(nnx::dot_product_attention(q, q, v),
+                    Contains("(2, 8, 4, 16)") && Contains("(2, 16, 4, 16)") &&
+                        Contains("all three share batch and heads"));
   // No rank was left inside a collective: they are still in step.
   CHECK(torch::equal(nnx::gather(a).cpu(), full));
   CHECK(torch::equal(nnx::gather(nnx::add(a, a)).cpu(), full * 2));
@@ -265,6 +271,25 @@ TEST_CASE("ops reject mismatched shapes without a mesh, naming them") {
   CHECK_THROWS_WITH(nnx::mul(a, Array(torch::zeros({16, 8}, torch::kDouble))),
                     Contains("8, 16") && Contains("16, 8"));
   CHECK_THROWS_WITH(nnx::reshape(a, {5, 5}), Contains("8, 16") && Contains("5, 5"));
+  const Array q(normal_values({2, 4, 8, 16}, 107)), v(normal_values({2, 2, 8, 16}, 108));
+  CHECK_THROWS_WITH(nnx::dot_product_attention(q, q, v),
+                    Contains("(2, 4, 8, 16)") && Contains("(2, 2, 8, 16)"));
+}
+
+TEST_CASE("reshape of an array without elements on a mesh gives the asked shape",
+          "[ranks2][ranks4][ranks8]") {
+  const auto& mesh = op_meshes().front();  // axis "x" over every rank
+  for (const auto& in : std::vector<In>{{torch::zeros({0}), P()},
+                                        {torch::zeros({0, 8}), P(nnx::none, "x")},
+                                        {torch::zeros({8, 0}), P("x")}}) {
+    INFO(in.spec.to_string());
+    const Array a = nnx::device_put(in.full, {mesh, in.spec});
+    for (const nnx::Shape& shape : {nnx::Shape{0, 5}, nnx::Shape{5, 0, 2}, nnx::Shape{0}}) {
+      const Array r = nnx::reshape(a, shape);
+      CHECK(r.shape() == shape);
+      CHECK(nnx::gather(r).sizes().vec() == shape);
+    }
+  }
 }
 
 TEST_CASE("embedding, norms, losses and attention without a mesh equal LibTorch") {
