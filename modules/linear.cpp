@@ -1,5 +1,6 @@
 // Linear layer.
 #include <nnx/modules/linear.h>
+#include <nnx/modules/detail/compute_dtype.h>
 #include <nnx/sharding/astype.h>
 #include <nnx/sharding/ops.h>
 
@@ -15,8 +16,13 @@ Linear::Linear(int64_t in_features, int64_t out_features, Rngs& rngs, LinearOpti
 }
 
 Array Linear::operator()(const Array& x) const {
-  Array k = astype(kernel.value(), dtype), input = astype(x, dtype);
-  return bias ? linear(input, k, astype(bias->value(), dtype)) : matmul(input, k);
+  const Array* b = bias ? &bias->value() : nullptr;
+  const at::ScalarType type = detail::compute_dtype(dtype, {&x, &kernel.value(), b});
+  Array k = astype(kernel.value(), type), input = astype(x, type);
+  // One example, [in] -> [out], as in Flax and torch.nn.Linear.
+  if (x.ndim() == 1) input = reshape(input, {1, x.shape()[0]});
+  Array y = b ? linear(input, k, astype(*b, type)) : matmul(input, k);
+  return x.ndim() == 1 ? reshape(y, {k.shape()[1]}) : y;
 }
 
 }  // namespace nnx

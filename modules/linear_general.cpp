@@ -1,6 +1,7 @@
 // LinearGeneral: one matmul over the flattened trailing axes.
 #include <nnx/core/error.h>
 #include <nnx/modules/linear_general.h>
+#include <nnx/modules/detail/compute_dtype.h>
 #include <nnx/sharding/astype.h>
 #include <nnx/sharding/ops.h>
 
@@ -37,11 +38,15 @@ Array LinearGeneral::operator()(const Array& x) const {
   const int64_t out = numel(Shape(k.begin() + in_dims, k.end()));
   Shape lead(x.shape().begin(), x.shape().end() - in_dims);
   Shape out_shape = concat(lead, Shape(k.begin() + in_dims, k.end()));
-  Shape flat_x = lead;
+  // One example (no leading dims) goes through as a batch of one.
+  Shape flat_x = lead.empty() ? Shape{1} : lead;
   flat_x.push_back(in);
-  Array y = matmul(reshape(astype(x, dtype), flat_x), reshape(astype(kernel.value(), dtype), {in, out}));
+  const Array* b = bias ? &bias->value() : nullptr;
+  const at::ScalarType type = detail::compute_dtype(dtype, {&x, &kernel.value(), b});
+  Array y = matmul(reshape(astype(x, type), flat_x),
+                   reshape(astype(kernel.value(), type), {in, out}));
   y = reshape(y, out_shape);
-  return bias ? y + astype(bias->value(), dtype) : y;
+  return b ? y + astype(*b, type) : y;
 }
 
 }  // namespace nnx

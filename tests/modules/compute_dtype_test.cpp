@@ -71,6 +71,40 @@ TEST_CASE("norms take the statistics of 16-bit inputs in float32, as Flax does")
   }
 }
 
+TEST_CASE("Linear and LinearGeneral without dtype promote the input and parameters together") {
+  // Flax's promote_dtype: a bfloat16 input meets float32 parameters in float32 (it was an
+  // error); one example without a batch dim gives one output row.
+  nnx::Rngs rngs(0);
+  nnx::Linear layer(3, 4, rngs);
+  const auto x = torch::randn({2, 3});
+  const auto want = torch::addmm(layer.bias->tensor(), as_bf16(x).to(torch::kFloat),
+                                 layer.kernel.tensor());
+  nnx::Array y = layer(nnx::Array(as_bf16(x)));
+  CHECK(y.dtype() == torch::kFloat);
+  CHECK(torch::allclose(y.local(), want, 1e-6, 1e-6));
+  nnx::Array one = layer(nnx::Array(x[1]));
+  CHECK(one.shape() == nnx::Shape{4});
+  CHECK(torch::allclose(one.local(), torch::addmm(layer.bias->tensor(), x, layer.kernel.tensor())[1],
+                        1e-6, 1e-6));
+  nnx::Linear plain(3, 4, rngs, {.use_bias = false});
+  CHECK(torch::allclose(plain(nnx::Array(x.to(torch::kDouble))).local(),
+                        x.to(torch::kDouble).matmul(plain.kernel.tensor().to(torch::kDouble))));
+
+  nnx::LinearGeneral general({3}, {2, 2}, rngs);
+  const auto flat_kernel = general.kernel.tensor().reshape({3, 4});
+  const auto general_want =
+      (as_bf16(x).to(torch::kFloat).matmul(flat_kernel)).reshape({2, 2, 2}) +
+      general.bias->tensor();
+  nnx::Array g = general(nnx::Array(as_bf16(x)));
+  CHECK(g.dtype() == torch::kFloat);
+  CHECK(torch::allclose(g.local(), general_want, 1e-6, 1e-6));
+  nnx::Array g1 = general(nnx::Array(x[0]));
+  CHECK(g1.shape() == nnx::Shape{2, 2});
+  CHECK(torch::allclose(g1.local(),
+                        x[0].matmul(flat_kernel).reshape({2, 2}) + general.bias->tensor(), 1e-6,
+                        1e-6));
+}
+
 TEST_CASE("attention, MLP and Embed with dtype bfloat16 return bfloat16") {
   nnx::Rngs rngs(0);
   nnx::MultiHeadAttention attention(2, 8, rngs, {.dtype = bf16});
