@@ -42,7 +42,14 @@ Array embedding_lookup(const Array& table0, const Array& ids0) {
   NNX_CHECK(!at::isFloatingType(ids0.dtype()), "ids must be integers, got {}",
             dtype_name(ids0.dtype()));
   auto mesh = common_mesh({&table0, &ids0}, "embedding_lookup");
-  if (!mesh) return Array(torch::embedding(table0.local(), ids0.local()));
+  if (!mesh) {
+    try {
+      return Array(torch::embedding(table0.local(), ids0.local()));
+    } catch (const c10::IndexError& e) {
+      NNX_FAIL("an id lies outside [0, {}) for a table of {} rows; check the vocabulary size "
+               "(LibTorch: {})", table0.shape()[0], table0.shape()[0], e.what_without_backtrace());
+    }
+  }
   Array table = resolved(on_mesh(table0, mesh)), ids = resolved(on_mesh(ids0, mesh));
   const auto id_dims = dims_of(ids);
   const Axes id_axes = used_axes(id_dims);
@@ -53,7 +60,15 @@ Array embedding_lookup(const Array& table0, const Array& ids0) {
   at::Tensor local_ids = ids.local();
   at::Tensor out;
   if (vocab_axes.empty()) {
-    out = torch::embedding(table.local(), local_ids);
+    try {
+      out = torch::embedding(table.local(), local_ids);
+    } catch (const c10::IndexError&) {  // the lookup refused an id: NaN rows, as below
+      const int64_t rows = table.shape()[0];
+      out = torch::embedding(table.local(), local_ids.clamp(0, rows - 1));
+      if (out.is_floating_point())
+        out = out.masked_fill(((local_ids < 0) | (local_ids >= rows)).unsqueeze(-1),
+                              std::numeric_limits<double>::quiet_NaN());
+    }
   } else {
     // This process holds rows [start, start + rows): other ids give zeros, summed later.
     const Box box = table.local_box();
@@ -63,6 +78,12 @@ Array embedding_lookup(const Array& table0, const Array& ids0) {
     // Filled, not multiplied by `inside`: an inf or NaN in this process's rows stays out of
     // the other ids' sums.
     out = torch::embedding(table.local(), shifted).masked_fill(~inside.unsqueeze(-1), 0);
+    // An id outside the table gives a NaN row, as JAX's take does (one device refuses it): the
+    // first shard of the vocabulary adds the NaN, so no rank needs to agree on an error.
+    if (start == 0 && out.is_floating_point()) {
+      auto outside = (local_ids < 0) | (local_ids >= table.shape()[0]);
+      out = out.masked_fill(outside.unsqueeze(-1), std::numeric_limits<double>::quiet_NaN());
+    }
   }
   Shape shape = ids.shape();
   shape.push_back(table.shape()[1]);

@@ -145,6 +145,24 @@ TEST_CASE("a vocab-sharded table's inf or NaN rows stay out of other ids' embedd
     }
 }
 
+TEST_CASE("ids outside the table give NaN rows on a mesh, as JAX's take does",
+          "[ranks2][ranks4][ranks8]") {
+  const auto table = normal_values({16, 8}, 87);
+  const auto ids = torch::tensor({3, 16, 0, -1, 15, 40}, torch::kLong).reshape({2, 3});
+  const auto outside = (ids < 0) | (ids >= 16);
+  const auto inside_rows = torch::embedding(table, ids.clamp(0, 15));
+  for (const auto& mesh : op_meshes())
+    for (const auto& st : specs_for({16, 8}, *mesh, {.max_sharded_dims = 1})) {
+      INFO(mesh->to_string() << " table " << st.to_string());
+      const Array got = nnx::embedding_lookup(nnx::device_put(table, {mesh, st}),
+                                              nnx::device_put(ids, {mesh, P()}));
+      const auto whole = nnx::gather(got);
+      CHECK(torch::isnan(whole).all(-1).equal(outside));
+      const auto rows = whole.index({~outside});
+      CHECK(torch::equal(rows, inside_rows.index({~outside})));
+    }
+}
+
 TEST_CASE("layer_norm and rms_norm over the last dim are exact, sharded there or not",
           "[ranks2][ranks4][ranks8]") {
   const auto x = normal_values({8, 16}, 82) * 2 + 0.5;
@@ -271,6 +289,9 @@ TEST_CASE("ops reject mismatched shapes without a mesh, naming them") {
   CHECK_THROWS_WITH(nnx::mul(a, Array(torch::zeros({16, 8}, torch::kDouble))),
                     Contains("8, 16") && Contains("16, 8"));
   CHECK_THROWS_WITH(nnx::reshape(a, {5, 5}), Contains("8, 16") && Contains("5, 5"));
+  CHECK_THROWS_WITH(nnx::embedding_lookup(Array(normal_values({16, 8}, 109)),
+                                           Array(torch::tensor({3, 16}, torch::kLong))),
+                    Contains("an id lies outside [0, 16) for a table of 16 rows"));
   const Array q(normal_values({2, 4, 8, 16}, 107)), v(normal_values({2, 2, 8, 16}, 108));
   CHECK_THROWS_WITH(nnx::dot_product_attention(q, q, v),
                     Contains("(2, 4, 8, 16)") && Contains("(2, 2, 8, 16)"));
