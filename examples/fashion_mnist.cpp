@@ -201,7 +201,9 @@ int main(int argc, char** argv) {
       const float loss_value = nnx::gather(loss).item<float>();  // the whole mean, every rank
       if (lead) losses << fmt::format("{},{},{:.9g}\n", opt.step(), epoch, loss_value);
       bar.update(train.position(), loss_value);
-      if (opt.step() == stop_after) {
+      // A stop at an epoch's last step goes through the epoch's end (evaluation, then the
+      // checkpoint an uninterrupted run makes there), so a resume saves no step twice.
+      if (opt.step() == stop_after && train.position() < train.steps_per_epoch()) {
         manager.save(opt.step(), everything());
         manager.wait_until_finished();
         if (lead) fmt::print("\nstopped after step {}; continue with --resume\n", opt.step());
@@ -226,7 +228,14 @@ int main(int argc, char** argv) {
       fmt::print("epoch {}: train loss {:.4f}, train accuracy {:.2f}%, test accuracy {:.2f}%\n",
                  epoch + 1, tr["loss"], 100 * tr["accuracy"], 100 * test_accuracy.compute());
     }
-    manager.save(opt.step(), everything());  // model, optimizer and loader: an exact resume point
+    // Model, optimizer and loader: an exact resume point (once per step: a run resumed from
+    // an epoch's last step, saved before that stop went through the epoch's end, has it).
+    if (manager.latest_step() != opt.step()) manager.save(opt.step(), everything());
+    if (opt.step() == stop_after) {
+      manager.wait_until_finished();
+      if (lead) fmt::print("stopped after step {}; continue with --resume\n", opt.step());
+      return 0;
+    }
   }
   manager.wait_until_finished();
   if (lead) {

@@ -191,7 +191,8 @@ int main(int argc, char** argv) {
     nnx::update(model, ckpt::part(restored, "model"));
     model.eval();
     const std::string prompt = flags.str("prompt");
-    std::vector<int64_t> context(prompt.begin(), prompt.end());
+    std::vector<int64_t> context;  // byte ids 0-255, as the text file's tokens
+    for (const char c : prompt) context.push_back(static_cast<unsigned char>(c));
     auto key = nnx::random::key(flags.integer("seed"));
     for (int64_t i = 0; i < n; ++i)
       context.push_back(next_token(model, context, config.max_len, flags.number("temperature"),
@@ -268,7 +269,8 @@ int main(int argc, char** argv) {
     if (opt.step() == stop_after) break;
   }
   const int64_t fallbacks = nnx::fallback_count();
-  manager.save(opt.step(), everything());
+  // A resumed run that had already reached its last step has that step saved.
+  if (manager.latest_step() != opt.step()) manager.save(opt.step(), everything());
   if (opt.step() == stop_after) {
     if (lead) fmt::print("stopped after step {}; continue with --resume\n", opt.step());
     return 0;

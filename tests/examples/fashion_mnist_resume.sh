@@ -35,6 +35,17 @@ for layout in "2 1" "4 2"; do
   rm -rf "$work/whole" "$work/split"
 done
 
+# A stop at an epoch's last step (32 of 32 at this size) goes through the epoch's end, and the
+# resumed run starts the next epoch with no step saved twice.
+run 2 --out "$work/whole"
+run 2 --out "$work/split" --stop-after-step 32
+run 2 --out "$work/split" --resume
+grep -q "resumed from step 32 (epoch 1, batch 0)" "$work/log" || { cat "$work/log"; exit 1; }
+cmp "$work/whole/losses.csv" "$work/split/losses.csv"
+cmp "$work/whole/epochs.csv" "$work/split/epochs.csv"
+echo "a stop at an epoch's last step resumes into the next epoch and equals the whole run"
+rm -rf "$work/whole" "$work/split"
+
 expect_status() {  # status, then flags; a single process
   local want=$1
   shift

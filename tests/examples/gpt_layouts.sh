@@ -47,6 +47,20 @@ run split 4 --layout dp_tp --stop-after-step 3
 run split 4 --layout dp_tp --resume
 cmp "$work/dp_tp_4_2/losses.csv" "$work/split/losses.csv"
 echo "dp_tp on 4 ranks: stopped at step 3 and resumed, the losses equal the whole run's byte for byte"
+# Resuming a run that has reached its last step trains nothing and saves no step twice.
+run split 4 --layout dp_tp --resume
+cmp "$work/dp_tp_4_2/losses.csv" "$work/split/losses.csv"
+echo "dp_tp on 4 ranks: resuming the finished run changes nothing"
+
+# A prompt's bytes above 127 are byte ids 128-255, as the text's, not negative ids: the
+# generated text is printed back with the prompt, '?' for bytes outside printable ASCII.
+run gen_bytes 2 --out "$work/dp_tp_4_2" --layout tp --generate 8 --temperature 0 \
+  --prompt $'caf\xc3\xa9 '
+generated=$(tail -n +2 "$work/gen_bytes.log")
+# Negative ids made NaN embeddings, and every later token 0 (shown '?').
+[[ "$generated" == "caf?? "* ]] && [[ "${generated:6}" != "????????" ]] ||
+  { cat "$work/gen_bytes.log"; echo "generation after a non-ASCII prompt: '$generated'"; exit 1; }
+echo "a prompt with bytes above 127 generates from byte ids as the text's: '$generated'"
 
 # Generation from the 4-rank dp_tp checkpoint on other meshes.
 for temperature in 0 1; do
