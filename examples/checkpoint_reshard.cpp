@@ -2,11 +2,15 @@
 // optimizer through a CheckpointManager (asynchronously), then restore it onto a mesh of another
 // shape from an abstract model, as Orbax's flow: eval_shape, shardings from the rules, restore.
 // Run: mpirun -np 8 --oversubscribe build/examples/checkpoint_reshard [dir=/tmp/nnx_example_ckpt]
+// (a new or empty folder, or one this example made: it deletes the folder's contents).
 #include <nnx/nnx.h>
 
 #include <torch/torch.h>
 
+#include <fmt/format.h>
+
 #include <filesystem>
+#include <fstream>
 
 using nnx::P;
 namespace ckpt = nnx::checkpoint;
@@ -21,9 +25,26 @@ struct Net : nnx::Module {
 };
 
 int main(int argc, char** argv) {
-  const std::string dir = argc > 1 ? argv[1] : "/tmp/nnx_example_ckpt";
+  namespace fs = std::filesystem;
+  const fs::path dir = argc > 1 ? argv[1] : "/tmp/nnx_example_ckpt";
   const int64_t ranks = nnx::world_size(), ways = ranks % 2 == 0 ? 2 : 1;
-  if (nnx::world_rank() == 0) std::filesystem::remove_all(dir);
+  // The run starts afresh, but deletes only a folder this example made (it leaves a mark there)
+  // or an empty one: a folder given by mistake keeps its files.
+  const fs::path mark = dir / ".made-by-checkpoint_reshard";
+  std::error_code ec;
+  const bool ours = !fs::exists(dir) || fs::is_empty(dir, ec) || fs::exists(mark);
+  if (!ours) {
+    if (nnx::world_rank() == 0)
+      fmt::print(stderr, "checkpoint_reshard: '{}' holds files this example did not make; give "
+                         "it a new or empty folder (it deletes the folder's contents)\n",
+                 dir.string());
+    return 1;
+  }
+  if (nnx::world_rank() == 0) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::ofstream(mark) << "checkpoint_reshard deletes this folder when it runs again\n";
+  }
   nnx::Communicator::world().barrier();
   nnx::LogicalAxisRules rules({{"batch", "data"}, {"mlp", "model"}, {"embed", nnx::none}});
 

@@ -1,6 +1,6 @@
 // The seed walk through distributed JAX (meshes, sharded matmul, shard_map, collectives) in
 // nnx. Run on 8 ranks: mpirun -np 8 --oversubscribe build/examples/collectives
-// (any world size divisible by 2 works; rank 0 prints).
+// (2, 4, 8 or any power of two: the examples' sizes split evenly; rank 0 prints).
 #include <nnx/nnx.h>
 
 #include <torch/torch.h>
@@ -21,8 +21,8 @@ std::string str(const at::Tensor& t) {
 
 int main() {
   const int64_t n = nnx::world_size();
-  if (n % 2 != 0) {
-    say("run with an even number of ranks, e.g. mpirun -np 8 --oversubscribe\n");
+  if (n < 2 || (n & (n - 1)) != 0) {
+    say("run with a power of two of ranks (2, 4, 8, ...), e.g. mpirun -np 8 --oversubscribe\n");
     return 1;
   }
 
