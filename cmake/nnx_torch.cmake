@@ -12,14 +12,22 @@ function(nnx_default_python out)
   endif()
 endfunction()
 
-if(NOT NNX_PYTHON)
+# An NNX_PYTHON given on the command line stays. One nnx chose is chosen again at every
+# configure, so a build configured before install-deps, or before the requirements changed (a
+# new environment), takes the environment that is there now.
+if(NOT NNX_PYTHON OR NNX_PYTHON STREQUAL "${NNX_PYTHON_CHOSEN}")
   nnx_default_python(python)
   if(NOT python)
     find_package(Python3 COMPONENTS Interpreter)
     set(python ${Python3_EXECUTABLE})
   endif()
-  set(NNX_PYTHON ${python} CACHE FILEPATH "Python interpreter whose torch provides LibTorch")
+  set(NNX_PYTHON ${python} CACHE FILEPATH "Python interpreter whose torch provides LibTorch"
+      FORCE)
+  set(NNX_PYTHON_CHOSEN ${python} CACHE INTERNAL "the interpreter nnx chose as NNX_PYTHON")
 endif()
+# A change of requirements names another environment: configure again when it changes.
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+             ${CMAKE_SOURCE_DIR}/tools/python/requirements.txt)
 execute_process(
   COMMAND ${NNX_PYTHON} -c "import torch; print(torch.utils.cmake_prefix_path)"
   OUTPUT_VARIABLE nnx_torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE
@@ -29,6 +37,20 @@ if(NOT status EQUAL 0)
                       "(it creates the project's Python environment), or pass "
                       "-DNNX_PYTHON=/path/to/python whose torch is 2.x.")
 endif()
+# Another environment than the last configure's: forget what CMake found in the old one (Torch_DIR,
+# the libraries' paths), or the build would go on linking it.
+if(NNX_TORCH_PREFIX AND NOT NNX_TORCH_PREFIX STREQUAL nnx_torch_prefix)
+  message(STATUS "nnx: LibTorch moved from ${NNX_TORCH_PREFIX} to ${nnx_torch_prefix}")
+  string(REPLACE "/torch/share/cmake" "" old_packages "${NNX_TORCH_PREFIX}")
+  get_cmake_property(cached CACHE_VARIABLES)
+  foreach(var IN LISTS cached)
+    string(FIND "${${var}}" "${old_packages}" at)
+    if(at EQUAL 0)
+      unset(${var} CACHE)
+    endif()
+  endforeach()
+endif()
+set(NNX_TORCH_PREFIX ${nnx_torch_prefix} CACHE INTERNAL "where the last configure found LibTorch")
 list(PREPEND CMAKE_PREFIX_PATH ${nnx_torch_prefix})
 
 # A CUDA LibTorch looks for the CUDA toolkit; point it at the system one when present.

@@ -8,7 +8,12 @@ build=${NNX_BUILD_DIR:-$root/build}
 jobs=${NNX_JOBS:-2}
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-if [ ! -f "$build/CMakeCache.txt" ]; then
+# Configure where nothing is configured yet, or where the last configure failed (a cache but no
+# build files, e.g. when it ran before tools/install-deps.sh).
+configured=1
+[ -f "$build/CMakeCache.txt" ] || configured=0
+[ -f "$build/build.ninja" ] || [ -f "$build/Makefile" ] || configured=0
+if [ "$configured" = 0 ]; then
   cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release
 fi
 cmake --build "$build" -j "$jobs" "$@"
