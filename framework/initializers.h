@@ -1,6 +1,8 @@
 // jax.nn.initializers in C++: constants, normal/uniform/truncated_normal and variance scaling
 // (lecun, glorot/xavier, he/kaiming). Each returns any block of the array, equal to that slice
-// of the whole; fans always come from the global shape.
+// of the whole; fans always come from the global shape. Samples are drawn in float32, JAX's for
+// float32 arrays; 16-bit arrays get them rounded, where JAX draws 16-bit samples of its own (same
+// distribution, other values).
 #pragma once
 
 #include <nnx/framework/initializer.h>

@@ -1,5 +1,6 @@
 // nnx::Linear, as flax.nnx.Linear: kernel [in, out] (lecun_normal) then bias [out] (zeros),
-// drawing the kernel key then the bias key from rngs.params(), so Rngs(0) gives Flax's values.
+// drawing the kernel key then the bias key from rngs.params(), so Rngs(0) gives Flax's values
+// (float32 parameters; see initializers.h for 16-bit ones).
 #pragma once
 
 #include <nnx/framework/initializers.h>
