@@ -265,10 +265,27 @@ void update_states(Module& module, const std::vector<const State*>& states) {
     throw_error("update", fmt::format("nothing was updated: {} problem(s):{}", errors.size(),
                                       indented_list(errors)));
   torch::NoGradGuard no_grad;
+  // A source that is also written (a swap of two variables, a shift along a stack of blocks) is
+  // read before any write: the values are the State's as given, as in Flax.
+  std::unordered_set<const void*> written;
+  auto storage_of = [](const Array& a) -> const void* {
+    return a.defined() && !a.is_abstract() ? a.local().storage().data() : nullptr;
+  };
+  for (auto [target, source] : writes)
+    if (!target->same_as(*source) && storage_of(target->value()) != nullptr)
+      written.insert(storage_of(target->value()));
+  std::vector<Array> sources;
   for (auto [target, source] : writes) {
+    Array from = source->value();
+    if (!target->same_as(*source) && written.count(storage_of(from)) != 0)
+      from = from.with_local(from.local().clone());
+    sources.push_back(std::move(from));
+  }
+  for (size_t w = 0; w < writes.size(); ++w) {
+    auto [target, source] = writes[w];
     if (target->same_as(*source)) continue;
     const Array& to = target->value();
-    const Array& from = source->value();
+    const Array& from = sources[w];
     if (to.defined() && !to.is_abstract() && !from.is_abstract())
       to.local().copy_(in_layout_of(to, from));  // the target keeps its layout
     else

@@ -140,6 +140,28 @@ TEST_CASE("update sets values by path and changes nothing on a bad input") {
   CHECK(torch::equal(model.layers[0].bias.tensor(), before));
 }
 
+TEST_CASE("update reads every value before it writes: the model's own variables swap") {
+  nnx::Rngs rngs(0);
+  MLP model(3, 4, 2, rngs);
+  const auto k0 = model.layers[0].kernel.tensor().clone();
+  const auto k1 = model.layers[1].kernel.tensor().clone();
+  auto own = nnx::state(model);
+  nnx::State swapped;  // the model's own variables under each other's paths
+  swapped.add("layers.0.kernel", own["layers.1.kernel"]);
+  swapped.add("layers.1.kernel", own["layers.0.kernel"]);
+  nnx::update(model, swapped);
+  CHECK(torch::equal(model.layers[0].kernel.tensor(), k1));
+  CHECK(torch::equal(model.layers[1].kernel.tensor(), k0));  // was k1 again: written first
+  // A shift along the stack: layer 1 takes layer 0's kernel, layer 0 takes zeros.
+  own = nnx::state(model);
+  nnx::State shifted;
+  shifted.add("layers.1.kernel", own["layers.0.kernel"]);
+  shifted.add("layers.0.kernel", nnx::Param(torch::zeros({4, 4})));
+  nnx::update(model, shifted);
+  CHECK(torch::equal(model.layers[1].kernel.tensor(), k1));
+  CHECK(torch::equal(model.layers[0].kernel.tensor(), torch::zeros({4, 4})));
+}
+
 TEST_CASE("update through a second path of a tied variable reaches the shared variable") {
   nnx::Rngs rngs(0);
   Tied model(rngs);
