@@ -184,13 +184,20 @@ struct GradientReducer::Impl {
   }
 };
 
+namespace {
+thread_local int live_reducers = 0;  // on this thread
+}  // namespace
+
+bool gradient_in_progress() { return live_reducers > 0; }
+
 GradientReducer::GradientReducer(State& leaves, int64_t bucket_cap_bytes, bool overlap)
     : impl_(std::make_unique<Impl>()) {
-  NNX_CHECK(bucket_cap_bytes > 0, "bucket_cap_bytes must be positive, got {}", bucket_cap_bytes);
   impl_->overlap = overlap;
   try {
+    NNX_CHECK(bucket_cap_bytes > 0, "bucket_cap_bytes must be positive, got {}",
+              bucket_cap_bytes);
     impl_->plan(leaves, bucket_cap_bytes);
-  } catch (...) {
+  } catch (...) {  // the leaves go back to plain tensors
     for (auto& [path, v] : leaves) v.set_value(v.value().with_local(v.tensor().detach()));
     throw;
   }
@@ -199,11 +206,13 @@ GradientReducer::GradientReducer(State& leaves, int64_t bucket_cap_bytes, bool o
     auto& leaf = impl_->leaves[i];
     leaf.hook = leaf.tensor.register_hook([impl, i](const at::Tensor& g) { impl->on_gradient(i, g); });
   }
+  ++live_reducers;
 }
 
 // The hooks go with the reducer: a graph kept alive elsewhere never calls into a dead one. A
 // reducer left unfinished (the loss function threw) still detaches the leaves.
 GradientReducer::~GradientReducer() {
+  --live_reducers;
   for (auto& leaf : impl_->leaves) {
     leaf.tensor.remove_hook(leaf.hook);
     if (!impl_->finished)

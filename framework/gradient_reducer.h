@@ -21,6 +21,10 @@ GradientReductionCounts& gradient_reduction_counts();
 
 namespace detail {
 
+// Whether a GradientReducer lives on this thread: a value_and_grad or accumulate call is running
+// its loss function.
+bool gradient_in_progress();
+
 class GradientReducer {
  public:
   // `leaves` are the autograd leaves of prepare_grad_leaves, in state order.

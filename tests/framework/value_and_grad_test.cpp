@@ -217,3 +217,44 @@ TEST_CASE("five Adam steps on every layout follow the one-device trajectory",
                             nnx::state(reference)[path].tensor(), 1e-10, 1e-12));
   }
 }
+
+namespace {
+struct Scalars : nnx::Module {
+  nnx::Param NNX_FIELD(w);
+  nnx::Param NNX_FIELD(count);  // an integer Param: no gradient unless the wrt filter leaves it out
+  Scalars() : w(torch::full({1}, 2.0)), count(torch::zeros({}, torch::kLong)) {}
+};
+}  // namespace
+
+TEST_CASE("a gradient inside another's loss function is refused, and errors leave no leaves") {
+  Scalars model;
+  const auto only_w = nnx::PathContains("w");
+  // Nested: the inner call's leaves would cut the outer graph, and the outer gradient of
+  // sum(w) + sum(w^2) came out 1 instead of 1 + 2w = 5.
+  CHECK_THROWS_WITH(
+      nnx::grad(
+          [&](Scalars& m) {
+            auto a = nnx::sum(m.w.value());
+            (void)nnx::grad([](Scalars& n) { return nnx::sum(nnx::square(n.w.value())); }, m,
+                            {.wrt = only_w});
+            return a + nnx::sum(nnx::square(m.w.value()));
+          },
+          model, {.wrt = only_w}),
+      Contains("nested gradients are not supported"));
+  CHECK_FALSE(model.w.tensor().requires_grad());
+  auto g = nnx::grad(
+      [](Scalars& m) { return nnx::sum(m.w.value()) + nnx::sum(nnx::square(m.w.value())); },
+      model, {.wrt = only_w});
+  CHECK(g["w"].tensor().item<double>() == 5.0);  // the same sum taken alone
+
+  // An integer Param in the wrt filter: the float one before it used to stay a leaf.
+  CHECK_THROWS_WITH(nnx::grad([](Scalars& m) { return nnx::sum(m.w.value()); }, model),
+                    Contains("'count' is int64 and cannot take a gradient"));
+  CHECK_FALSE(model.w.tensor().requires_grad());
+  CHECK_THROWS_WITH(nnx::grad([](Scalars& m) { return nnx::sum(m.w.value()); }, model,
+                              {.wrt = only_w, .bucket_cap_bytes = 0}),
+                    Contains("bucket_cap_bytes must be positive"));
+  CHECK_FALSE(model.w.tensor().requires_grad());
+  model.w.tensor().add_(1);  // in place, as a user may: no leaf left to refuse it
+  CHECK(model.w.tensor().item<double>() == 3.0);
+}
