@@ -2,6 +2,8 @@
 #include <nnx/core/error.h>
 #include <nnx/framework/module.h>
 
+#include <unordered_set>
+
 namespace nnx {
 
 namespace detail {
@@ -39,6 +41,9 @@ class ModuleCollector : public GraphVisitor {
       found.emplace_back(path, &module);
       return false;
     }
+    // Below the root, a module shared by several paths is listed once, at its first path (as
+    // Flax's iter_modules visits each node once).
+    if (!visited_.insert(&module).second) return false;
     if (seen_root_ || !direct_only_) found.emplace_back(path, &module);
     seen_root_ = true;
     return true;
@@ -48,6 +53,7 @@ class ModuleCollector : public GraphVisitor {
  private:
   bool direct_only_;
   bool seen_root_ = false;
+  std::unordered_set<const Module*> visited_;
 };
 }  // namespace
 

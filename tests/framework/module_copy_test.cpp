@@ -69,6 +69,10 @@ TEST_CASE("optional and shared_ptr fields, with a submodule shared by two paths"
   Holder back = nnx::merge(graphdef, state);
   CHECK(back.left.get() == back.right.get());
   CHECK(torch::equal(back.right->kernel.tensor(), h.left->kernel.tensor()));
+  // The shared module is one module: listed once, at its first path.
+  std::vector<std::string> modules;
+  for (const auto& [path, m] : h.iter_modules()) modules.push_back(path);
+  CHECK(modules == std::vector<std::string>{"", "maybe", "left", "identity"});
   h.maybe.reset();
   CHECK(nnx::state(h).size() == 3);
 }
