@@ -197,17 +197,41 @@ std::unique_ptr<Module> merge_states(const GraphDefBase& graphdef,
     for (const auto& [path, variable] : *state)
       if (!given.emplace(path, &variable).second)
         errors.push_back(fmt::format("{}: given by more than one State", path));
+  // Every path of each variable: a tied variable has several, and a State may name it by any
+  // one of them (as update accepts), but by one only.
+  std::unordered_map<std::string, std::vector<std::string>> paths_of;  // from the first path
+  std::unordered_map<const void*, std::string> first_path;
+  for (const auto& [path, handle] : collect(graphdef.skeleton())) {
+    auto [first, fresh] = first_path.emplace(handle->id(), path);
+    paths_of[first->second].push_back(path);
+  }
   std::unordered_set<std::string> used;
   auto merged = remapped_copy(graphdef.copy_skeleton(), [&](const std::string& path,
                                                       const Variable& placeholder) {
-    auto it = given.find(path);
+    auto known = paths_of.find(path);
+    const std::vector<std::string> aliases =
+        known != paths_of.end() ? known->second : std::vector<std::string>{path};
+    auto it = given.end();
+    for (const auto& alias : aliases) {
+      auto found = given.find(alias);
+      if (found == given.end()) continue;
+      if (it != given.end())
+        errors.push_back(fmt::format("{}: the same variable as {} (shared), given under both "
+                                     "paths; give it once", alias, it->first));
+      else
+        it = found;
+      used.insert(alias);
+    }
     auto keep = std::make_shared<VariableImpl>(*VariableAccess::impl(placeholder));
     if (it == given.end()) {
-      errors.push_back(fmt::format("{}: missing ({} {} expected)", path, placeholder.type().name,
-                                   value_text(placeholder)));
+      errors.push_back(fmt::format("{}: missing ({} {} expected{})", path,
+                                   placeholder.type().name, value_text(placeholder),
+                                   aliases.size() > 1 ? fmt::format("; shared with {}",
+                                                                    fmt::join(aliases.begin() + 1,
+                                                                              aliases.end(), ", "))
+                                                      : std::string()));
       return keep;
     }
-    used.insert(path);
     const Variable& v = *it->second;
     if (&v.type() != &placeholder.type())
       errors.push_back(fmt::format("{}: kind {} where the GraphDef has {}", path, v.type().name,

@@ -162,6 +162,30 @@ TEST_CASE("update reads every value before it writes: the model's own variables 
   CHECK(torch::equal(model.layers[0].kernel.tensor(), torch::zeros({4, 4})));
 }
 
+TEST_CASE("merge takes a tied variable under any one of its paths, and names a second") {
+  nnx::Rngs rngs(0);
+  Tied model(rngs);
+  auto [graphdef, params] = nnx::split(model);
+  nnx::State by_alias;  // as a State from a model that names the table by its second path
+  by_alias.add("unembedding", params["embedding"]);
+  by_alias.add("body.kernel", params["body.kernel"]);
+  by_alias.add("body.bias", params["body.bias"]);
+  Tied back = nnx::merge(graphdef, by_alias);
+  CHECK(back.embedding.same_as(back.unembedding));
+  CHECK(torch::equal(back.embedding.tensor(), model.embedding.tensor()));
+  // Both paths given: one variable given twice. Neither given: missing, naming its other path.
+  by_alias.add("embedding", params["embedding"]);
+  CHECK_THROWS_WITH(nnx::merge(graphdef, by_alias),
+                    Contains("unembedding: the same variable as embedding (shared), given under "
+                             "both paths") && !Contains("unknown path"));
+  nnx::State none;
+  none.add("body.kernel", params["body.kernel"]);
+  none.add("body.bias", params["body.bias"]);
+  CHECK_THROWS_WITH(nnx::merge(graphdef, none),
+                    Contains("embedding: missing (Param float32(5, 4) expected; shared with "
+                             "unembedding)"));
+}
+
 TEST_CASE("update through a second path of a tied variable reaches the shared variable") {
   nnx::Rngs rngs(0);
   Tied model(rngs);
