@@ -5,6 +5,7 @@
 #include <nnx/nnx.h>
 
 #include "common/checkpoints.h"
+#include "common/csv_log.h"
 #include "common/flags.h"
 #include "common/progress_bar.h"
 
@@ -87,21 +88,6 @@ void plot(const fs::path& out) {
                out.string());
 }
 
-// Keeps the lines of a CSV log up to and including `step` (the first column), so a resumed run's
-// logs continue exactly where the checkpoint left off.
-void truncate_log(const fs::path& file, int64_t last_kept) {
-  if (!fs::exists(file)) return;
-  std::ifstream in(file);
-  std::string line, kept;
-  bool header = true;
-  while (std::getline(in, line)) {
-    if (header || std::stoll(line.substr(0, line.find(','))) <= last_kept) kept += line + "\n";
-    header = false;
-  }
-  in.close();
-  std::ofstream(file) << kept;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -163,8 +149,8 @@ int main(int argc, char** argv) {
     train.load_state(ckpt::part(restored, "data"));
     train_metrics.load_state(ckpt::part(restored, "metrics"));
     if (lead) {
-      truncate_log(out / "losses.csv", step);
-      truncate_log(out / "epochs.csv", train.epoch());  // epochs done
+      examples::truncate_log(out / "losses.csv", step);
+      examples::truncate_log(out / "epochs.csv", train.epoch());  // epochs done
       fmt::print("resumed from step {} (epoch {}, batch {})\n", step, train.epoch(),
                  train.position());
     }

@@ -7,6 +7,7 @@
 #include <nnx/nnx.h>
 
 #include "common/checkpoints.h"
+#include "common/csv_log.h"
 #include "common/flags.h"
 #include "common/progress_bar.h"
 
@@ -237,7 +238,10 @@ int main(int argc, char** argv) {
     nnx::update(model, ckpt::part(restored, "model"));
     opt.load_state(ckpt::part(restored, "opt"));
     train.load_state(ckpt::part(restored, "data"));
-    if (lead) fmt::print("resumed from step {}\n", step);
+    if (lead) {
+      examples::truncate_log(out / "losses.csv", step);  // rows past the checkpoint go
+      fmt::print("resumed from step {}\n", step);
+    }
   } else if (lead) {
     fs::create_directories(out);
     std::ofstream(out / "losses.csv") << "step,loss,grad_norm\n";

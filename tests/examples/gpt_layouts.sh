@@ -44,6 +44,7 @@ for layout in "dp 4" "tp 4" "dp_tp 4 2" "dp_tp 8 4" "dp_tp 8 2"; do
 done
 
 run split 4 --layout dp_tp --stop-after-step 3
+echo "4,9.5,9.5" >> "$work/split/losses.csv"  # a row a run killed after its checkpoint leaves
 run split 4 --layout dp_tp --resume
 cmp "$work/dp_tp_4_2/losses.csv" "$work/split/losses.csv"
 echo "dp_tp on 4 ranks: stopped at step 3 and resumed, the losses equal the whole run's byte for byte"
