@@ -87,19 +87,28 @@ std::exception_ptr CheckpointManager::join_worker() {
   return error;
 }
 
+namespace {
+// What a background save's error says.
+std::string message_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an unknown error";
+  }
+}
+}  // namespace
+
 bool CheckpointManager::save(int64_t step, const State& state, const SaveOptions& options) {
   NNX_CHECK(step >= 0, "step must be >= 0, got {}", step);
   // A failed background save is reported after this step's save starts, so no step is lost.
   std::exception_ptr previous = join_worker();
   auto report_previous = [&] {
     if (!previous) return;
-    try {
-      std::rethrow_exception(previous);
-    } catch (const std::exception& e) {
-      NNX_FAIL("the previous background save failed: {} (step {} {})", e.what(), step,
-               should_save(step) ? (options_.async ? "is being saved" : "was saved")
-                                 : "was skipped by save_interval_steps");
-    }
+    NNX_FAIL("the previous background save failed: {} (step {} {})", message_of(previous), step,
+             should_save(step) ? (options_.async ? "is being saved" : "was saved")
+                               : "was skipped by save_interval_steps");
   };
   if (!should_save(step)) {
     report_previous();
@@ -114,15 +123,8 @@ bool CheckpointManager::save(int64_t step, const State& state, const SaveOptions
     if (!options_.async) save_now(step, *comm_, *plan, options);
   } catch (const std::exception& e) {
     if (!previous) throw;
-    std::string earlier = "an unknown error";
-    try {
-      std::rethrow_exception(previous);
-    } catch (const std::exception& p) {
-      earlier = p.what();
-    } catch (...) {
-    }
     NNX_FAIL("step {} was not saved: {}; and the previous background save failed too: {}", step,
-             e.what(), earlier);
+             e.what(), message_of(previous));
   }
   if (!options_.async) {
     report_previous();

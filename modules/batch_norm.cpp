@@ -1,6 +1,7 @@
 // Batch normalization.
 #include <nnx/core/error.h>
 #include <nnx/modules/batch_norm.h>
+#include <nnx/modules/detail/compute_dtype.h>
 #include <nnx/sharding/astype.h>
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/redistribute.h>
@@ -47,9 +48,8 @@ Array BatchNorm::operator()(const Array& x) {
             to_string(x.shape()), mean.shape()[0]);
   // Statistics in float32 at least, as Flax takes them; the output in the type of x, scale and
   // bias together.
-  at::ScalarType out = x.dtype();
-  if (scale) out = at::promote_types(out, scale->value().dtype());
-  if (bias) out = at::promote_types(out, bias->value().dtype());
+  const at::ScalarType out = detail::compute_dtype(
+      std::nullopt, {&x, scale ? &scale->value() : nullptr, bias ? &bias->value() : nullptr});
   const bool narrow = x.dtype() == at::kBFloat16 || x.dtype() == at::kHalf;
   const Array xs = narrow ? astype(x, at::kFloat) : x;
   Array mu, variance;

@@ -34,6 +34,14 @@ at::Tensor replicated_vector(const std::optional<Array>& v, const Array& like, c
   return relayout(on_mesh(*v, like.mesh()), {{}}, {}).local();
 }
 
+// `rows` of a lookup with NaN where its id lies outside [0, vocab) (JAX's take); other
+// dtypes as they are.
+at::Tensor nan_rows_outside(const at::Tensor& rows, const at::Tensor& ids, int64_t vocab) {
+  if (!rows.is_floating_point()) return rows;
+  return rows.masked_fill(((ids < 0) | (ids >= vocab)).unsqueeze(-1),
+                          std::numeric_limits<double>::quiet_NaN());
+}
+
 }  // namespace
 
 Array embedding_lookup(const Array& table0, const Array& ids0) {
@@ -63,11 +71,9 @@ Array embedding_lookup(const Array& table0, const Array& ids0) {
     try {
       out = torch::embedding(table.local(), local_ids);
     } catch (const c10::IndexError&) {  // the lookup refused an id: NaN rows, as below
-      const int64_t rows = table.shape()[0];
-      out = torch::embedding(table.local(), local_ids.clamp(0, rows - 1));
-      if (out.is_floating_point())
-        out = out.masked_fill(((local_ids < 0) | (local_ids >= rows)).unsqueeze(-1),
-                              std::numeric_limits<double>::quiet_NaN());
+      out = nan_rows_outside(
+          torch::embedding(table.local(), local_ids.clamp(0, table.shape()[0] - 1)), local_ids,
+          table.shape()[0]);
     }
   } else {
     // This process holds rows [start, start + rows): other ids give zeros, summed later.
@@ -80,10 +86,7 @@ Array embedding_lookup(const Array& table0, const Array& ids0) {
     out = torch::embedding(table.local(), shifted).masked_fill(~inside.unsqueeze(-1), 0);
     // An id outside the table gives a NaN row, as JAX's take does (one device refuses it): the
     // first shard of the vocabulary adds the NaN, so no rank needs to agree on an error.
-    if (start == 0 && out.is_floating_point()) {
-      auto outside = (local_ids < 0) | (local_ids >= table.shape()[0]);
-      out = out.masked_fill(outside.unsqueeze(-1), std::numeric_limits<double>::quiet_NaN());
-    }
+    if (start == 0) out = nan_rows_outside(out, local_ids, table.shape()[0]);
   }
   Shape shape = ids.shape();
   shape.push_back(table.shape()[1]);
