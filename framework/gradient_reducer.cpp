@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
 namespace nnx {
 
@@ -26,6 +27,14 @@ GradientReductionCounts& gradient_reduction_counts() {
 namespace detail {
 
 namespace {
+
+// Dense, with the strides the parameter's own gradient buffer would have.
+bool laid_out_as(const at::Tensor& grad, const at::Tensor& param) {
+  if (!grad.is_non_overlapping_and_dense()) return false;
+  if (grad.sizes() != param.sizes() || !param.is_non_overlapping_and_dense())
+    return grad.is_contiguous();
+  return grad.strides() == param.strides();
+}
 
 
 
@@ -274,6 +283,19 @@ State GradientReducer::finish() {
       int64_t n = c10::multiply_integers(sizes);
       leaf.grad = reduced.narrow(0, offset, n).view(sizes).to(leaf.grad.scalar_type());
       offset += n;
+    }
+  }
+  // Each unbucketed gradient as PyTorch's .grad holds one: dense, laid out as its parameter, in
+  // storage of its own (a + b hands both parameters one tensor, sum(w) an expanded one).
+  std::set<const c10::StorageImpl*> storages;
+  for (auto& leaf : s.leaves) {
+    if (leaf.bucket >= 0) continue;  // a region of its bucket's own buffer
+    const bool shared = !storages.insert(leaf.grad.storage().unsafeGetStorageImpl()).second;
+    if (shared || !laid_out_as(leaf.grad, leaf.tensor)) {
+      at::Tensor copy = leaf.grad.sizes() == leaf.tensor.sizes()
+                            ? at::empty_like(leaf.tensor, leaf.grad.options())
+                            : at::empty(leaf.grad.sizes(), leaf.grad.options());
+      leaf.grad = copy.copy_(leaf.grad);
     }
   }
   for (auto& leaf : s.leaves) leaf.variable->set_value(leaf.variable->value().with_local(leaf.tensor.detach()));

@@ -258,3 +258,35 @@ TEST_CASE("a gradient inside another's loss function is refused, and errors leav
   model.w.tensor().add_(1);  // in place, as a user may: no leaf left to refuse it
   CHECK(model.w.tensor().item<double>() == 3.0);
 }
+
+namespace {
+struct Pair : nnx::Module {
+  nnx::Param NNX_FIELD(a);
+  nnx::Param NNX_FIELD(b);
+  nnx::Param NNX_FIELD(c);
+  Pair() : a(torch::ones({2, 3})), b(torch::ones({2, 3})), c(torch::ones({4})) {}
+};
+}  // namespace
+
+TEST_CASE("every gradient is a dense tensor of its own, safe to change in place") {
+  Pair model;
+  const auto x = torch::arange(6, torch::kFloat).reshape({2, 3});
+  // (a + b) hands one tensor to both parameters, and sum(c) an expanded scalar.
+  auto g = nnx::grad(
+      [&](Pair& m) {
+        return nnx::sum((m.a.value() + m.b.value()) * nnx::Array(x)) + nnx::sum(m.c.value());
+      },
+      model);
+  const nnx::State params = nnx::state(model);
+  for (const char* path : {"a", "b", "c"}) {
+    INFO(path);
+    CHECK(g[path].tensor().is_non_overlapping_and_dense());
+    CHECK(g[path].tensor().strides() == params[path].tensor().strides());
+  }
+  CHECK_FALSE(g["a"].tensor().is_alias_of(g["b"].tensor()));
+  g["a"].tensor().mul_(2);  // as clipping by hand would
+  g["c"].tensor().mul_(3);
+  CHECK(torch::equal(g["a"].tensor(), 2 * x));
+  CHECK(torch::equal(g["b"].tensor(), x));
+  CHECK(torch::equal(g["c"].tensor(), torch::full({4}, 3.0f)));
+}
