@@ -1,5 +1,8 @@
 // 2-d convolution layer.
 #include <nnx/modules/conv.h>
+#include <nnx/core/error.h>
+#include <nnx/modules/detail/compute_dtype.h>
+#include <nnx/sharding/astype.h>
 #include <nnx/sharding/ops.h>
 
 namespace nnx {
@@ -11,15 +14,26 @@ Conv::Conv(int64_t in_features, int64_t out_features, std::array<int64_t, 2> ker
                                  options.param_dtype),
              options.kernel_metadata),
       strides(options.strides),
-      padding(options.padding) {
+      padding(options.padding),
+      dtype(options.dtype) {
   if (options.use_bias)
     bias = Param(options.bias_init(rngs.params(), {out_features}, options.param_dtype),
                  options.bias_metadata);
 }
 
 Array Conv::operator()(const Array& x) const {
-  Array y = conv2d(x, kernel.value(), strides, padding);
-  return bias ? y + bias->value() : y;
+  NNX_CHECK(x.ndim() == 3 || x.ndim() == 4,
+            "Conv takes [batch, height, width, features] or one [height, width, features] "
+            "example, got shape {}",
+            to_string(x.shape()));
+  const Array* b = bias ? &bias->value() : nullptr;
+  const at::ScalarType type = detail::compute_dtype(dtype, {&x, &kernel.value(), b});
+  Array input = astype(x, type);
+  if (x.ndim() == 3) input = reshape(input, {1, x.shape()[0], x.shape()[1], x.shape()[2]});
+  Array y = conv2d(input, astype(kernel.value(), type), strides, padding);
+  if (b) y = y + astype(*b, type);
+  if (x.ndim() == 3) y = reshape(y, {y.shape()[1], y.shape()[2], y.shape()[3]});
+  return y;
 }
 
 }  // namespace nnx

@@ -16,6 +16,8 @@ struct ConvOptions {
   std::array<int64_t, 2> strides = {1, 1};
   std::string padding = "SAME";  // or "VALID"
   bool use_bias = true;
+  // Compute dtype (Flax's `dtype`): inputs and parameters are cast to it; none promotes them.
+  std::optional<at::ScalarType> dtype;
   at::ScalarType param_dtype = at::kFloat;
   Initializer kernel_init = initializers::lecun_normal();
   Initializer bias_init = initializers::zeros();
@@ -32,13 +34,15 @@ class Conv : public Module {
        ConvOptions options = {})
       : Conv(in_features, out_features, kernel_size, rngs, std::move(options)) {}
 
-  // x [batch, height, width, in_features] -> [batch, height', width', out_features].
+  // x [batch, height, width, in_features] -> [batch, height', width', out_features]; one example
+  // without the batch dim gives one output without it, as in Flax.
   Array operator()(const Array& x) const;
 
   Param NNX_FIELD(kernel);
   std::optional<Param> NNX_FIELD(bias);
   std::array<int64_t, 2> strides = {1, 1};
   std::string padding = "SAME";
+  std::optional<at::ScalarType> dtype;
 };
 
 }  // namespace nnx

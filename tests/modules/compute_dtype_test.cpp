@@ -105,6 +105,38 @@ TEST_CASE("Linear and LinearGeneral without dtype promote the input and paramete
                         1e-6));
 }
 
+TEST_CASE("Conv promotes its input and parameters, takes a dtype, and one unbatched example") {
+  nnx::Rngs rngs(0);
+  nnx::Conv conv(3, 4, {3, 3}, rngs);
+  conv.bias->tensor().uniform_();  // zeros would hide a missing bias
+  const auto x = torch::randn({2, 5, 5, 3});
+  // NHWC through torch's NCHW convolution, "SAME" padding for a 3x3 kernel.
+  auto reference = [&](const torch::Tensor& input, const torch::Tensor& k, const torch::Tensor& b) {
+    return torch::conv2d(input.permute({0, 3, 1, 2}), k.permute({3, 2, 0, 1}), b, 1, 1)
+        .permute({0, 2, 3, 1});
+  };
+  const auto want = reference(as_bf16(x).to(torch::kFloat), conv.kernel.tensor(),
+                              conv.bias->tensor());
+  nnx::Array y = conv(nnx::Array(as_bf16(x)));  // bfloat16 meets float32 parameters: float32
+  CHECK(y.dtype() == torch::kFloat);
+  CHECK(torch::allclose(y.local(), want, 1e-5, 1e-5));
+
+  nnx::Conv low(3, 4, {3, 3}, rngs, {.dtype = bf16});
+  low.bias->tensor().uniform_();
+  nnx::Array z = low(nnx::Array(x));
+  CHECK(z.dtype() == bf16);
+  // The bias added after the convolution, each rounded to bfloat16 as the layer rounds them.
+  CHECK(torch::equal(z.local(), reference(as_bf16(x), as_bf16(low.kernel.tensor()), {}) +
+                                    as_bf16(low.bias->tensor())));
+
+  nnx::Array one = conv(nnx::Array(x[1]));
+  CHECK(one.shape() == nnx::Shape{5, 5, 4});
+  CHECK(torch::allclose(one.local(), reference(x, conv.kernel.tensor(), conv.bias->tensor())[1],
+                        1e-5, 1e-5));
+  CHECK_THROWS_WITH(conv(nnx::Array(x[0][0])),
+                    Catch::Matchers::Contains("Conv takes [batch, height, width, features]"));
+}
+
 TEST_CASE("attention, MLP and Embed with dtype bfloat16 return bfloat16") {
   nnx::Rngs rngs(0);
   nnx::MultiHeadAttention attention(2, 8, rngs, {.dtype = bf16});
