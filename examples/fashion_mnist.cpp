@@ -117,10 +117,14 @@ int main(int argc, char** argv) {
                               {.global_batch = batch, .sharding = {{mesh, P("data")}},
                                .seed = static_cast<uint64_t>(flags.integer("seed")),
                                .map = prepare});
+  // About 1000 test records per batch, split evenly over the data ranks; the last batch's padded
+  // rows are masked out of both metrics.
+  const int64_t data_ranks = mesh->axis_size("data");
+  const int64_t test_batch = (1000 + data_ranks - 1) / data_ranks * data_ranks;
   nnx::data::DataLoader test(
       {{"image", std::make_shared<nnx::data::IdxFile>(dir + "t10k-images-idx3-ubyte.gz")},
        {"label", std::make_shared<nnx::data::IdxFile>(dir + "t10k-labels-idx1-ubyte.gz")}},
-      {.global_batch = 1000, .sharding = {{mesh, P("data")}}, .shuffle = false,
+      {.global_batch = test_batch, .sharding = {{mesh, P("data")}}, .shuffle = false,
        .remainder = nnx::data::Remainder::pad, .map = prepare});
 
   // Each rank computes only its blocks of the parameters.
@@ -202,8 +206,9 @@ int main(int argc, char** argv) {
     while (auto t = test.next()) {
       nnx::Array logits = model((*t)["image"]);
       test_accuracy.update({{"logits", logits}, {"labels", (*t)["label"]}, {"mask", t->mask}});
-      // Batches of 1000 divide the 10000 test records: the mean loss needs no mask.
-      test_loss.update({{"loss", nnx::cross_entropy(logits, (*t)["label"])}});
+      test_loss.update(
+          {{"loss", nnx::softmax_cross_entropy_with_integer_labels(logits, (*t)["label"])},
+           {"mask", t->mask}});
     }
     auto tr = train_metrics.compute();
     if (lead) {

@@ -156,19 +156,37 @@ Array dropout(const Array& x, double rate, const random::Key& key) {
   return x.with_local(x.local() * mask.to(x.local().dtype()) / keep);
 }
 
-Array cross_entropy(const Array& logits0, const Array& labels0) {
+namespace {
+
+// Logits with a whole class dim and labels laid out as its other dims, on their common mesh.
+struct ClassesAndLabels {
+  Array logits, labels;
+  DimAxes batch_dims;
+  std::shared_ptr<const Mesh> mesh;
+};
+
+ClassesAndLabels classes_and_labels(const Array& logits0, const Array& labels0, const char* op) {
   NNX_CHECK(logits0.ndim() >= 1 && labels0.ndim() == logits0.ndim() - 1,
-            "logits [..., classes] and labels [...] expected, got {} and {}",
+            "{}: logits [..., classes] and labels [...] expected, got {} and {}", op,
             shape_str(logits0), shape_str(labels0));
   for (int64_t d = 0; d < labels0.ndim(); ++d)
     NNX_CHECK(labels0.shape()[d] == logits0.shape()[d],
-              "labels {} do not match logits {}", shape_str(labels0),
-              shape_str(logits0));
-  auto mesh = common_mesh({&logits0, &labels0}, "cross_entropy");
-  Array logits = whole_last_dim(on_mesh(logits0, mesh));
-  DimAxes batch_dims = dims_of(logits);
-  batch_dims.pop_back();
-  Array labels = mesh ? relayout(resolved(on_mesh(labels0, mesh)), batch_dims, {}) : labels0;
+              "{}: labels {} do not match logits {}", op, shape_str(labels0), shape_str(logits0));
+  ClassesAndLabels out;
+  out.mesh = common_mesh({&logits0, &labels0}, op);
+  out.logits = whole_last_dim(on_mesh(logits0, out.mesh));
+  out.batch_dims = dims_of(out.logits);
+  out.batch_dims.pop_back();
+  out.labels = out.mesh ? relayout(resolved(on_mesh(labels0, out.mesh)), out.batch_dims, {})
+                        : labels0;
+  return out;
+}
+
+}  // namespace
+
+Array cross_entropy(const Array& logits0, const Array& labels0) {
+  auto [logits, labels, batch_dims, mesh] =
+      classes_and_labels(logits0, labels0, "cross_entropy");
   // log_softmax then one fused negative-log-likelihood sum; no label is ignored (an index
   // outside [0, classes) is an error, as with a gather).
   const int64_t classes = logits.shape().back();
@@ -179,6 +197,16 @@ Array cross_entropy(const Array& logits0, const Array& labels0) {
   at::Tensor local = summed / count;
   if (!mesh) return Array(local);
   return make_result(local, {}, mesh, {}, used_axes(batch_dims));
+}
+
+Array softmax_cross_entropy_with_integer_labels(const Array& logits0, const Array& labels0) {
+  auto [logits, labels, batch_dims, mesh] =
+      classes_and_labels(logits0, labels0, "softmax_cross_entropy_with_integer_labels");
+  // A label outside [0, classes) is an error, as in cross_entropy.
+  const at::Tensor index = labels.local().unsqueeze(-1);
+  at::Tensor local = -logits.local().log_softmax(-1).gather(-1, index).squeeze(-1);
+  if (!mesh) return Array(local);
+  return make_result(local, labels0.shape(), mesh, batch_dims, {});
 }
 
 Array mean_squared_error(const Array& a, const Array& b) { return mean(square(sub(a, b))); }

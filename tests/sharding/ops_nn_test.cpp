@@ -204,6 +204,39 @@ TEST_CASE("cross_entropy is exact with batch-sharded and class-sharded logits",
                           {.gathers = sharded_dim(in, -1)});
 }
 
+TEST_CASE("softmax_cross_entropy_with_integer_labels gives each example's loss on every layout",
+          "[ranks2][ranks4][ranks8]") {
+  auto per_example = [](const std::vector<Array>& a) {
+    return nnx::softmax_cross_entropy_with_integer_labels(a[0], a[1]);
+  };
+  auto oracle = [](const std::vector<at::Tensor>& t) {
+    const int64_t classes = t[0].size(-1);
+    return torch::nn::functional::cross_entropy(
+               t[0].reshape({-1, classes}), t[1].reshape({-1}),
+               torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone))
+        .reshape(t[1].sizes());
+  };
+  const auto logits = normal_values({8, 10}, 95) * 2;
+  const auto labels = integer_values({8}, 10, 96);
+  for (const auto& mesh : op_meshes())
+    for (const auto& in : layouts(logits, *mesh, {.tuples = true}))
+      for (const auto& sl : specs_for({8}, *mesh, {.tuples = true})) {
+        INFO("labels " << sl.to_string());
+        auto result = check_op(mesh, {in, {labels, sl}}, per_example, oracle,
+                               {.gathers = sharded_dim(in, -1)});
+        CHECK(result.out.shape() == nnx::Shape{8});
+      }
+  const auto logits3 = normal_values({2, 4, 16}, 97), labels3 = integer_values({2, 4}, 16, 98);
+  for (const auto& mesh : op_meshes())
+    for (const auto& in : layouts(logits3, *mesh))
+      check_op(mesh, {in, {labels3, P(in.spec[0], in.spec[1])}}, per_example, oracle,
+               {.gathers = sharded_dim(in, -1)});
+  CHECK_THROWS_WITH(
+      nnx::softmax_cross_entropy_with_integer_labels(Array(logits), Array(labels3[0])),
+      Catch::Matchers::Contains("softmax_cross_entropy_with_integer_labels: labels")
+          && Catch::Matchers::Contains("do not match logits"));
+}
+
 TEST_CASE("mean_squared_error is exact on every pair of layouts", "[ranks2][ranks4][ranks8]") {
   const auto a = normal_values({8, 16}, 90), b = normal_values({8, 16}, 91);
   auto mse = [](const Array& x, const Array& y) { return nnx::mean_squared_error(x, y); };
