@@ -33,6 +33,15 @@ Array silu(const Array& a);
 Array sigmoid(const Array& a);
 Array square(const Array& a);
 Array rsqrt(const Array& a);
+Array sqrt(const Array& a);
+Array abs(const Array& a);
+Array sin(const Array& a);
+Array cos(const Array& a);
+// jax.nn.softplus, log(1 + e^x), and jax.nn.log_sigmoid, -softplus(-x): stable for large |x|.
+Array softplus(const Array& a);
+Array log_sigmoid(const Array& a);
+// jnp.clip: each value held within [min, max]; a bound left out does not apply.
+Array clip(const Array& a, std::optional<double> min, std::optional<double> max = {});
 
 inline Array operator+(const Array& a, const Array& b) { return add(a, b); }
 inline Array operator-(const Array& a, const Array& b) { return sub(a, b); }

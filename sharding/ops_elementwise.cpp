@@ -137,5 +137,23 @@ Array square(const Array& a) {
 Array rsqrt(const Array& a) {
   return unary(a, false, [](const at::Tensor& x) { return x.rsqrt(); });
 }
+Array sqrt(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.sqrt(); }); }
+Array abs(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.abs(); }); }
+Array sin(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.sin(); }); }
+Array cos(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.cos(); }); }
+Array softplus(const Array& a) {
+  return unary(a, false, [](const at::Tensor& x) { return at::softplus(x); });
+}
+Array log_sigmoid(const Array& a) {
+  return unary(a, false, [](const at::Tensor& x) { return at::log_sigmoid(x); });
+}
+Array clip(const Array& a, std::optional<double> min, std::optional<double> max) {
+  NNX_CHECK(!min || !max || *min <= *max, "clip: min {} is above max {}", *min, *max);
+  if (!min && !max) return a;
+  return unary(a, false, [min, max](const at::Tensor& x) {
+    return at::clamp(x, min ? std::optional<at::Scalar>(*min) : std::nullopt,
+                     max ? std::optional<at::Scalar>(*max) : std::nullopt);
+  });
+}
 
 }  // namespace nnx

@@ -73,6 +73,24 @@ const std::vector<Unary>& unaries() {
        [](const at::Tensor& t) { return torch::square(t); }},
       {"rsqrt", [](const Array& a) { return nnx::rsqrt(a); },
        [](const at::Tensor& t) { return torch::rsqrt(t); }, true},
+      {"sqrt", [](const Array& a) { return nnx::sqrt(a); },
+       [](const at::Tensor& t) { return torch::sqrt(t); }, true},
+      {"abs", [](const Array& a) { return nnx::abs(a); },
+       [](const at::Tensor& t) { return torch::abs(t); }},
+      {"sin", [](const Array& a) { return nnx::sin(a); },
+       [](const at::Tensor& t) { return torch::sin(t); }},
+      {"cos", [](const Array& a) { return nnx::cos(a); },
+       [](const at::Tensor& t) { return torch::cos(t); }},
+      {"softplus", [](const Array& a) { return nnx::softplus(a); },
+       [](const at::Tensor& t) { return torch::log1p(torch::exp(t)); }},
+      {"log_sigmoid", [](const Array& a) { return nnx::log_sigmoid(a); },
+       [](const at::Tensor& t) { return torch::log(torch::sigmoid(t)); }},
+      {"clip(-0.5, 0.7)", [](const Array& a) { return nnx::clip(a, -0.5, 0.7); },
+       [](const at::Tensor& t) {
+         return torch::where(t < -0.5, -0.5, torch::where(t > 0.7, 0.7, t));
+       }},
+      {"clip(max 0.2)", [](const Array& a) { return nnx::clip(a, std::nullopt, 0.2); },
+       [](const at::Tensor& t) { return torch::where(t > 0.2, 0.2, t); }},
   };
   return ops;
 }

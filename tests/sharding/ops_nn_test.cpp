@@ -1,8 +1,10 @@
-// The layers' math (embedding lookup, layer and RMS norm, cross entropy, mean squared error,
+// The layers' math (embedding lookup, layer and RMS norm, cross entropy and optax's losses,
 // attention) on every test mesh and layout against LibTorch autograd, and the ops' errors.
 #include "../catch_after_torch.h"
 
 #include "ops_test_util.h"
+
+#include <nnx/sharding/losses.h>
 
 #include <torch/nn/functional/loss.h>
 
@@ -235,6 +237,52 @@ TEST_CASE("softmax_cross_entropy_with_integer_labels gives each example's loss o
       nnx::softmax_cross_entropy_with_integer_labels(Array(logits), Array(labels3[0])),
       Catch::Matchers::Contains("softmax_cross_entropy_with_integer_labels: labels")
           && Catch::Matchers::Contains("do not match logits"));
+}
+
+TEST_CASE("optax's elementwise and per-example losses are exact on every layout",
+          "[ranks2][ranks4][ranks8]") {
+  namespace F = torch::nn::functional;
+  const auto p = normal_values({8, 16}, 101) * 2, t = normal_values({8, 16}, 102) * 2;
+  const auto labels01 = positive_values({8, 16}, 103) - 0.5;  // in [0, 1)
+  const auto distribution = torch::softmax(normal_values({8, 16}, 104), -1);
+  struct Loss {
+    const char* name;
+    at::Tensor second;
+    std::function<Array(const Array&, const Array&)> op;
+    std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> oracle;
+  };
+  const std::vector<Loss> losses{
+      {"squared_error", t, [](auto& a, auto& b) { return nnx::squared_error(a, b); },
+       [](auto& a, auto& b) { return (a - b).square(); }},
+      {"huber_loss", t, [](auto& a, auto& b) { return nnx::huber_loss(a, b, 1.5); },
+       [](auto& a, auto& b) {
+         return F::huber_loss(a, b, F::HuberLossFuncOptions().reduction(torch::kNone).delta(1.5));
+       }},
+      {"sigmoid_binary_cross_entropy", labels01,
+       [](auto& a, auto& b) { return nnx::sigmoid_binary_cross_entropy(a, b); },
+       [](auto& a, auto& b) {
+         return F::binary_cross_entropy_with_logits(
+             a, b, F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kNone));
+       }},
+      {"softmax_cross_entropy", distribution,
+       [](auto& a, auto& b) { return nnx::softmax_cross_entropy(a, b); },
+       [](auto& a, auto& b) {
+         return F::cross_entropy(a, b, F::CrossEntropyFuncOptions().reduction(torch::kNone));
+       }},
+  };
+  for (const auto& loss : losses) {
+    INFO(loss.name);
+    check_binary(MeshPtr{}, {p}, {loss.second}, loss.op, loss.oracle);  // without a mesh
+    for (const auto& mesh : op_meshes())
+      for (const auto& [sa, sb] : spec_pairs({8, 16}, {8, 16}, *mesh)) {
+        const bool per_example = std::string(loss.name) == "softmax_cross_entropy";
+        check_binary(mesh, {p, sa}, {loss.second, sb}, loss.op, loss.oracle,
+                     {.promised = !per_example});
+      }
+  }
+  CHECK_THROWS_WITH(nnx::softmax_cross_entropy(Array(p), Array(t[0])),
+                    Contains("for integer labels use softmax_cross_entropy_with_integer_labels"));
+  CHECK_THROWS_WITH(nnx::huber_loss(Array(p), Array(t), 0), Contains("delta must be positive"));
 }
 
 TEST_CASE("mean_squared_error is exact on every pair of layouts", "[ranks2][ranks4][ranks8]") {
