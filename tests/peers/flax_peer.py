@@ -5,7 +5,6 @@ and 2^20 samples of jax.random's normal, truncated_normal and uniform, bit for b
 
 Usage: flax_peer.py --values-bin build/tests/flax_peer_values --mpirun mpirun --workdir DIR
 """
-import argparse
 import json
 import os
 import subprocess
@@ -20,6 +19,7 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 from flax import nnx  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
+from peer_common import parse_args  # noqa: E402
 
 RANK_TIMEOUT_S = 600
 failures = []
@@ -141,11 +141,7 @@ def compare_losses(label, got, expected):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--values-bin", required=True)
-    parser.add_argument("--mpirun", required=True)
-    parser.add_argument("--workdir", required=True)
-    args = parser.parse_args()
+    args = parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     print(f"jax {jax.__version__}, flax {nnx.__name__.split('.')[0]} on {len(jax.devices())} CPU devices")
 

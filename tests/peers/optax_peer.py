@@ -8,7 +8,6 @@ and on 2 ranks with the kernel split over the mesh and a ZeRO-sharded bias.
 Usage: optax_peer.py --values-bin build/tests/optax_peer_values --mpirun mpirun --workdir DIR
 The float64 half runs in a child process with JAX_ENABLE_X64=1 (--dtype float64).
 """
-import argparse
 import json
 import os
 import subprocess
@@ -21,6 +20,7 @@ import jax.numpy as jnp  # noqa: E402
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
+from peer_common import parse_args, run  # noqa: E402
 
 STEPS = 6
 SHAPES = {"kernel": (8, 13), "bias": (14,), "scale": (4, 3, 5)}
@@ -140,14 +140,6 @@ def optax_run(case, params, grads, dtype):
     return {k: np.asarray(v) for k, v in p.items()}
 
 
-def run(cmd):
-    print("+ " + " ".join(cmd), flush=True)
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=RANK_TIMEOUT_S)
-    if done.returncode != 0:
-        print(done.stdout + done.stderr)
-        raise SystemExit(f"FAIL {cmd[0]} exited {done.returncode}")
-
-
 def compare(args, dtype):
     workdir = os.path.join(args.workdir, dtype)
     os.makedirs(workdir, exist_ok=True)
@@ -157,7 +149,7 @@ def compare(args, dtype):
             "2 ranks (kernel split, ZeRO bias)": [args.mpirun, "-np", "2", "--oversubscribe",
                                                   args.values_bin, workdir, "2ranks"]}
     for label, cmd in runs.items():
-        run(cmd)
+        run(cmd, RANK_TIMEOUT_S)
         tag = cmd[-1]
         for case in cases_for(dtype):
             want = optax_run(case, params, grads, dtype)
@@ -182,12 +174,7 @@ def compare(args, dtype):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--values-bin", required=True)
-    parser.add_argument("--mpirun", required=True)
-    parser.add_argument("--workdir", required=True)
-    parser.add_argument("--dtype", choices=["float32", "float64"])
-    args = parser.parse_args()
+    args = parse_args(lambda p: p.add_argument("--dtype", choices=["float32", "float64"]))
     if args.dtype is None:  # both halves: float64 needs x64 from the start of the process
         compare(args, "float32")
         compare(args, "bfloat16")

@@ -3,6 +3,8 @@
 // every step's gradients; for each case trains with nnx's optimizer and writes the parameters as
 // DIR/out_TAG_<case>_<name>.bin (rank 0). On several ranks the kernel is split over the mesh and
 // the bias keeps its optimizer state sharded (ZeRO), so the fused step runs on blocks.
+#include "raw_files.h"
+
 #include <nnx/nnx.h>
 
 #include <torch/types.h>
@@ -31,21 +33,8 @@ struct Params : nnx::Module {
         scale(values.at("scale")) {}
 };
 
-at::Tensor read_raw(const std::string& path, const std::vector<int64_t>& shape,
-                    at::ScalarType dtype) {
-  std::ifstream in(path, std::ios::binary);
-  auto t = torch::empty(shape, dtype);
-  in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
-  if (!in) throw std::runtime_error("cannot read " + path);
-  return t;
-}
-
-void write_raw(const std::string& path, const at::Tensor& t) {
-  std::ofstream out(path, std::ios::binary);
-  auto c = t.contiguous();
-  out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
-  if (!out) throw std::runtime_error("cannot write " + path);
-}
+using nnx_peers::read_raw;
+using nnx_peers::write_raw;
 
 optim::LearningRate learning_rate(const json& spec) {
   if (!spec.is_object()) return spec.get<double>();
