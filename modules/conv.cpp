@@ -22,17 +22,25 @@ Conv::Conv(int64_t in_features, int64_t out_features, std::array<int64_t, 2> ker
 }
 
 Array Conv::operator()(const Array& x) const {
-  NNX_CHECK(x.ndim() == 3 || x.ndim() == 4,
-            "Conv takes [batch, height, width, features] or one [height, width, features] "
-            "example, got shape {}",
+  NNX_CHECK(x.ndim() >= 3,
+            "Conv takes [..., height, width, features] (any batch dims, or none for one "
+            "example), got shape {}",
             to_string(x.shape()));
   const Array* b = bias ? &bias->value() : nullptr;
   const at::ScalarType type = detail::compute_dtype(dtype, {&x, &kernel.value(), b});
+  // As Flax: the batch dims, however many (none for one example), flattened into one.
+  const Shape& shape = x.shape();
+  const Shape batch(shape.begin(), shape.end() - 3);
   Array input = astype(x, type);
-  if (x.ndim() == 3) input = reshape(input, {1, x.shape()[0], x.shape()[1], x.shape()[2]});
+  if (x.ndim() != 4) input = reshape(input, {numel(batch), shape[x.ndim() - 3],
+                                             shape[x.ndim() - 2], shape[x.ndim() - 1]});
   Array y = conv2d(input, astype(kernel.value(), type), strides, padding);
   if (b) y = y + astype(*b, type);
-  if (x.ndim() == 3) y = reshape(y, {y.shape()[1], y.shape()[2], y.shape()[3]});
+  if (x.ndim() != 4) {
+    Shape out = batch;
+    out.insert(out.end(), y.shape().begin() + 1, y.shape().end());
+    y = reshape(y, out);
+  }
   return y;
 }
 

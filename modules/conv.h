@@ -34,8 +34,8 @@ class Conv : public Module {
        ConvOptions options = {})
       : Conv(in_features, out_features, kernel_size, rngs, std::move(options)) {}
 
-  // x [batch, height, width, in_features] -> [batch, height', width', out_features]; one example
-  // without the batch dim gives one output without it, as in Flax.
+  // x [batch, height, width, in_features] -> [batch, height', width', out_features]; as in Flax,
+  // any number of batch dims, or none for one example.
   Array operator()(const Array& x) const;
 
   Param NNX_FIELD(kernel);

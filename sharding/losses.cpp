@@ -2,17 +2,35 @@
 #include <nnx/sharding/losses.h>
 
 #include <nnx/core/error.h>
+#include <nnx/sharding/astype.h>
 #include <nnx/sharding/ops.h>
+
+#include <fmt/format.h>
 
 namespace nnx {
 
+namespace {
+
+// optax refuses to broadcast predictions against targets: [N, 1] against [N] is a mistake.
+void check_same_shape(const Array& predictions, const Array& targets, const char* loss) {
+  if (predictions.shape() != targets.shape())
+    detail::throw_error(loss, fmt::format("predictions {} and targets {} differ in shape (optax "
+                                          "does not broadcast them); reshape one to the other",
+                                          to_string(predictions.shape()),
+                                          to_string(targets.shape())));
+}
+
+}  // namespace
+
 Array l2_loss(const Array& predictions, const Array& targets) {
+  check_same_shape(predictions, targets, "l2_loss");
   return mul(square(sub(predictions, targets)), 0.5);
 }
 
 Array l2_loss(const Array& predictions) { return mul(square(predictions), 0.5); }
 
 Array squared_error(const Array& predictions, const Array& targets) {
+  check_same_shape(predictions, targets, "squared_error");
   return square(sub(predictions, targets));
 }
 
@@ -24,16 +42,20 @@ Array huber_loss(const Array& predictions, const Array& targets, double delta) {
 }
 
 Array sigmoid_binary_cross_entropy(const Array& logits, const Array& labels) {
-  // As optax writes it: -y log(sigmoid(x)) - (1 - y) log(sigmoid(-x)).
+  // As optax writes it, labels in the logits' dtype (bool labels too): -y log(sigmoid(x)) -
+  // (1 - y) log(sigmoid(-x)).
+  const Array y = astype(labels, logits.dtype());
   const Array log_p = log_sigmoid(logits), log_not_p = log_sigmoid(neg(logits));
-  return sub(neg(mul(labels, log_p)), mul(add(neg(labels), 1.0), log_not_p));
+  return sub(neg(mul(y, log_p)), mul(add(neg(y), 1.0), log_not_p));
 }
 
 Array softmax_cross_entropy(const Array& logits, const Array& labels) {
-  NNX_CHECK(logits.ndim() >= 1 && logits.shape() == labels.shape(),
-            "softmax_cross_entropy: logits [..., classes] and labels of the same shape expected, "
-            "got {} and {}; for integer labels use softmax_cross_entropy_with_integer_labels",
-            to_string(logits.shape()), to_string(labels.shape()));
+  if (logits.ndim() < 1 || logits.shape() != labels.shape())
+    detail::throw_error("softmax_cross_entropy",
+                fmt::format("logits [..., classes] and labels of the same shape expected, got {} "
+                            "and {}; for integer labels use "
+                            "softmax_cross_entropy_with_integer_labels",
+                            to_string(logits.shape()), to_string(labels.shape())));
   return neg(sum(mul(labels, log_softmax(logits, -1)), {-1}));
 }
 

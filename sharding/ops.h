@@ -21,6 +21,10 @@ Array add(const Array& a, const Array& b);
 Array sub(const Array& a, const Array& b);
 Array mul(const Array& a, const Array& b);
 Array div(const Array& a, const Array& b);
+// jnp.maximum and jnp.minimum, elementwise with broadcasting (at a tie each side takes half the
+// gradient, as in JAX).
+Array maximum(const Array& a, const Array& b);
+Array minimum(const Array& a, const Array& b);
 Array add(const Array& a, double b);
 Array mul(const Array& a, double b);
 Array neg(const Array& a);
@@ -33,6 +37,8 @@ Array silu(const Array& a);
 Array sigmoid(const Array& a);
 Array square(const Array& a);
 Array rsqrt(const Array& a);
+// jnp.power with a scalar exponent.
+Array power(const Array& a, double exponent);
 Array sqrt(const Array& a);
 Array abs(const Array& a);
 Array sin(const Array& a);

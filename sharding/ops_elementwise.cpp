@@ -95,6 +95,12 @@ Array scalar_like(const Array& a, double value) {
   return Array(torch::full({}, value, a.local().options().dtype(dtype).requires_grad(false)));
 }
 
+// Integer and bool values as floats of the default dtype, as JAX promotes them for float-only
+// functions; floating values as they are.
+at::Tensor as_floating(const at::Tensor& x) {
+  return at::isFloatingType(x.scalar_type()) ? x : x.to(c10::get_default_dtype_as_scalartype());
+}
+
 }  // namespace
 
 Array add(const Array& a, const Array& b) {
@@ -108,6 +114,15 @@ Array mul(const Array& a, const Array& b) {
 }
 Array div(const Array& a, const Array& b) {
   return binary(a, b, Linearity::numerator, "div", [](auto& x, auto& y) { return x / y; });
+}
+// Neither is linear in a pending sum: both operands resolve first.
+Array maximum(const Array& a, const Array& b) {
+  return binary(resolved(a), resolved(b), Linearity::numerator, "maximum",
+                [](auto& x, auto& y) { return at::maximum(x, y); });
+}
+Array minimum(const Array& a, const Array& b) {
+  return binary(resolved(a), resolved(b), Linearity::numerator, "minimum",
+                [](auto& x, auto& y) { return at::minimum(x, y); });
 }
 Array add(const Array& a, double b) { return add(a, scalar_like(a, b)); }
 Array mul(const Array& a, double b) {
@@ -137,22 +152,37 @@ Array square(const Array& a) {
 Array rsqrt(const Array& a) {
   return unary(a, false, [](const at::Tensor& x) { return x.rsqrt(); });
 }
+Array power(const Array& a, double exponent) {
+  return unary(a, false, [exponent](const at::Tensor& x) { return x.pow(exponent); });
+}
 Array sqrt(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.sqrt(); }); }
 Array abs(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.abs(); }); }
 Array sin(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.sin(); }); }
 Array cos(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.cos(); }); }
 Array softplus(const Array& a) {
-  return unary(a, false, [](const at::Tensor& x) { return at::softplus(x); });
+  // log(e^x + e^0), exact for large x (LibTorch's softplus returns x itself above 20).
+  return unary(a, false, [](const at::Tensor& x) {
+    const at::Tensor f = as_floating(x);
+    return at::logaddexp(f, at::zeros({}, f.options()));
+  });
 }
 Array log_sigmoid(const Array& a) {
-  return unary(a, false, [](const at::Tensor& x) { return at::log_sigmoid(x); });
+  return unary(a, false, [](const at::Tensor& x) { return at::log_sigmoid(as_floating(x)); });
 }
 Array clip(const Array& a, std::optional<double> min, std::optional<double> max) {
-  NNX_CHECK(!min || !max || *min <= *max, "clip: min {} is above max {}", *min, *max);
+  if (min && max && *min > *max)
+    throw_error("clip", fmt::format("min {} is above max {}; jnp.clip would return max "
+                                    "everywhere: swap the bounds",
+                                    *min, *max));
   if (!min && !max) return a;
-  return unary(a, false, [min, max](const at::Tensor& x) {
-    return at::clamp(x, min ? std::optional<at::Scalar>(*min) : std::nullopt,
-                     max ? std::optional<at::Scalar>(*max) : std::nullopt);
+  // Whole-number bounds keep an integer array's dtype, as in JAX.
+  auto bound = [](std::optional<double> v) -> std::optional<at::Scalar> {
+    if (!v) return std::nullopt;
+    if (std::trunc(*v) == *v && std::abs(*v) < 0x1p63) return at::Scalar(static_cast<int64_t>(*v));
+    return at::Scalar(*v);
+  };
+  return unary(a, false, [lo = bound(min), hi = bound(max)](const at::Tensor& x) {
+    return at::clamp(x, lo, hi);
   });
 }
 

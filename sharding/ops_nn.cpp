@@ -2,6 +2,7 @@
 // norms over a whole last dim, dropout from the partitionable RNG, losses, attention with
 // heads split.
 #include <nnx/core/error.h>
+#include <nnx/sharding/astype.h>
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/detail/ops_common.h>
 
@@ -166,19 +167,26 @@ struct ClassesAndLabels {
 };
 
 ClassesAndLabels classes_and_labels(const Array& logits0, const Array& labels0, const char* op) {
-  NNX_CHECK(logits0.ndim() >= 1 && labels0.ndim() == logits0.ndim() - 1,
-            "{}: logits [..., classes] and labels [...] expected, got {} and {}", op,
-            shape_str(logits0), shape_str(labels0));
+  if (logits0.ndim() < 1 || labels0.ndim() != logits0.ndim() - 1)
+    throw_error(op, fmt::format("logits [..., classes] and labels [...] expected, got {} and {}",
+                                shape_str(logits0), shape_str(labels0)));
   for (int64_t d = 0; d < labels0.ndim(); ++d)
-    NNX_CHECK(labels0.shape()[d] == logits0.shape()[d],
-              "{}: labels {} do not match logits {}", op, shape_str(labels0), shape_str(logits0));
+    if (labels0.shape()[d] != logits0.shape()[d])
+      throw_error(op, fmt::format("labels {} do not match logits {}", shape_str(labels0),
+                                  shape_str(logits0)));
+  if (!at::isIntegralType(labels0.dtype(), /*includeBool=*/false))
+    throw_error(op, fmt::format("labels are class indices, of an integer dtype; got {} (for a "
+                                "distribution over the classes use softmax_cross_entropy)",
+                                c10::toString(labels0.dtype())));
   ClassesAndLabels out;
   out.mesh = common_mesh({&logits0, &labels0}, op);
   out.logits = whole_last_dim(on_mesh(logits0, out.mesh));
   out.batch_dims = dims_of(out.logits);
   out.batch_dims.pop_back();
-  out.labels = out.mesh ? relayout(resolved(on_mesh(labels0, out.mesh)), out.batch_dims, {})
-                        : labels0;
+  // LibTorch's gather and nll_loss take int64 indices (int32 and uint8 labels are common).
+  const Array labels = astype(labels0, at::kLong);
+  out.labels = out.mesh ? relayout(resolved(on_mesh(labels, out.mesh)), out.batch_dims, {})
+                        : labels;
   return out;
 }
 

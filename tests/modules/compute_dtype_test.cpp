@@ -105,7 +105,7 @@ TEST_CASE("Linear and LinearGeneral without dtype promote the input and paramete
                         1e-6));
 }
 
-TEST_CASE("Conv promotes its input and parameters, takes a dtype, and one unbatched example") {
+TEST_CASE("Conv promotes its input and parameters, takes a dtype, and any batch dims or none") {
   nnx::Rngs rngs(0);
   nnx::Conv conv(3, 4, {3, 3}, rngs);
   conv.bias->tensor().uniform_();  // zeros would hide a missing bias
@@ -133,8 +133,12 @@ TEST_CASE("Conv promotes its input and parameters, takes a dtype, and one unbatc
   CHECK(one.shape() == nnx::Shape{5, 5, 4});
   CHECK(torch::allclose(one.local(), reference(x, conv.kernel.tensor(), conv.bias->tensor())[1],
                         1e-5, 1e-5));
+  // Two batch dims, flattened and restored as in Flax.
+  nnx::Array two = conv(nnx::Array(x.reshape({1, 2, 5, 5, 3})));
+  CHECK(two.shape() == nnx::Shape{1, 2, 5, 5, 4});
+  CHECK(torch::equal(two.local()[0], conv(nnx::Array(x)).local()));
   CHECK_THROWS_WITH(conv(nnx::Array(x[0][0])),
-                    Catch::Matchers::Contains("Conv takes [batch, height, width, features]"));
+                    Catch::Matchers::Contains("Conv takes [..., height, width, features]"));
 }
 
 TEST_CASE("attention, MLP and Embed with dtype bfloat16 return bfloat16") {

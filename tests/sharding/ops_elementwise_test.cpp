@@ -28,16 +28,22 @@ const std::vector<Binary>& binaries() {
        [](const at::Tensor& a, const at::Tensor& b) { return a * b; }},
       {"div", [](const Array& a, const Array& b) { return nnx::div(a, b); },
        [](const at::Tensor& a, const at::Tensor& b) { return a / b; }},
+      {"maximum", [](const Array& a, const Array& b) { return nnx::maximum(a, b); },
+       [](const at::Tensor& a, const at::Tensor& b) { return torch::maximum(a, b); }},
+      {"minimum", [](const Array& a, const Array& b) { return nnx::minimum(a, b); },
+       [](const at::Tensor& a, const at::Tensor& b) { return torch::minimum(a, b); }},
   };
   return ops;
 }
 
 // Every binary op on a and b (b divides, so it must be nonzero); `skip_commutative` leaves out
-// add and mul (for the swapped order of a pair already checked).
+// add, mul, maximum and minimum (for the swapped order of a pair already checked).
 void check_binaries(const MeshPtr& mesh, const In& a, const In& b, bool skip_commutative = false) {
   for (const auto& f : binaries()) {
     const std::string name = f.name;
-    if (skip_commutative && (name == "add" || name == "mul")) continue;
+    if (skip_commutative &&
+        (name == "add" || name == "mul" || name == "maximum" || name == "minimum"))
+      continue;
     INFO(name);
     check_binary(mesh, a, b, f.op, f.oracle);
   }
@@ -73,6 +79,10 @@ const std::vector<Unary>& unaries() {
        [](const at::Tensor& t) { return torch::square(t); }},
       {"rsqrt", [](const Array& a) { return nnx::rsqrt(a); },
        [](const at::Tensor& t) { return torch::rsqrt(t); }, true},
+      {"power(3)", [](const Array& a) { return nnx::power(a, 3); },
+       [](const at::Tensor& t) { return torch::pow(t, 3); }},
+      {"power(-1.5)", [](const Array& a) { return nnx::power(a, -1.5); },
+       [](const at::Tensor& t) { return torch::pow(t, -1.5); }, true},
       {"sqrt", [](const Array& a) { return nnx::sqrt(a); },
        [](const at::Tensor& t) { return torch::sqrt(t); }, true},
       {"abs", [](const Array& a) { return nnx::abs(a); },
@@ -426,6 +436,35 @@ TEST_CASE("elementwise ops, reductions, softmax and dropout without a mesh equal
   check_unary(
       none, {a}, [&](const Array& x) { return nnx::dropout(x, 0.5, key); },
       [&](const at::Tensor& t) { return t * mask / 0.5; });
+  CHECK_THROWS_WITH(nnx::clip(Array(a), 1.0, -1.0),
+                    Catch::Matchers::Contains("[clip] min 1 is above max -1"));
+}
+
+TEST_CASE("clip keeps integer arrays integer; softplus and log_sigmoid take any dtype, as JAX; "
+          "maximum splits a tie") {
+  const Array ints(torch::arange(8));
+  const Array clipped = nnx::clip(ints, 2, 5);
+  CHECK(clipped.dtype() == torch::kLong);
+  CHECK(torch::equal(clipped.local(), torch::tensor({2, 2, 2, 3, 4, 5, 5, 5})));
+  CHECK(nnx::clip(ints, 0.5).dtype() == torch::kFloat);  // a fractional bound promotes
+  CHECK(nnx::softplus(ints).dtype() == torch::kFloat);
+  // log(sigmoid(x)) = -log1p(e^-x) for x >= 0.
+  CHECK(torch::allclose(nnx::log_sigmoid(ints).local(),
+                        -torch::log1p(torch::exp(-torch::arange(8, torch::kFloat)))));
+  // softplus(25) in float64 is 25 + log1p(e^-25), not 25 (LibTorch's softplus cuts off at 20),
+  // and its gradient sigmoid(25).
+  const auto x = torch::full({}, 25.0, torch::kDouble).requires_grad_();
+  const at::Tensor y = nnx::softplus(Array(x)).local();
+  CHECK(y.item<double>() == 25.0 + std::log1p(std::exp(-25.0)));
+  y.backward();
+  CHECK(x.grad().item<double>() == Approx(1.0 / (1.0 + std::exp(-25.0))).epsilon(1e-15));
+  CHECK(x.grad().item<double>() < 1.0);
+  // maximum splits the gradient at a tie, as JAX does.
+  const auto p = torch::tensor({1.0, 2.0}).requires_grad_();
+  const auto q = torch::tensor({1.0, 3.0}).requires_grad_();
+  nnx::maximum(Array(p), Array(q)).local().sum().backward();
+  CHECK(torch::equal(p.grad(), torch::tensor({0.5, 0.0})));
+  CHECK(torch::equal(q.grad(), torch::tensor({0.5, 1.0})));
 }
 
 TEST_CASE("a fractional scalar promotes integer and bool arrays to float instead of truncating",

@@ -235,7 +235,7 @@ TEST_CASE("softmax_cross_entropy_with_integer_labels gives each example's loss o
                {.gathers = sharded_dim(in, -1)});
   CHECK_THROWS_WITH(
       nnx::softmax_cross_entropy_with_integer_labels(Array(logits), Array(labels3[0])),
-      Catch::Matchers::Contains("softmax_cross_entropy_with_integer_labels: labels")
+      Catch::Matchers::Contains("[softmax_cross_entropy_with_integer_labels] labels")
           && Catch::Matchers::Contains("do not match logits"));
 }
 
@@ -283,6 +283,44 @@ TEST_CASE("optax's elementwise and per-example losses are exact on every layout"
   CHECK_THROWS_WITH(nnx::softmax_cross_entropy(Array(p), Array(t[0])),
                     Contains("for integer labels use softmax_cross_entropy_with_integer_labels"));
   CHECK_THROWS_WITH(nnx::huber_loss(Array(p), Array(t), 0), Contains("delta must be positive"));
+}
+
+TEST_CASE("losses take labels and inputs of other dtypes as optax does, and refuse the rest") {
+  const auto logits = torch::tensor({{2.0, -1.0, 0.5}, {0.0, 3.0, -2.0}});
+  // Integer labels of any integer dtype; float or bool labels name the other loss.
+  const auto want = nnx::softmax_cross_entropy_with_integer_labels(
+                        Array(logits), Array(torch::tensor({2, 1}, torch::kLong)))
+                        .local();
+  for (auto dtype : {torch::kInt, torch::kShort, torch::kByte}) {
+    INFO(c10::toString(dtype));
+    const Array labels(torch::tensor({2, 1}, dtype));
+    CHECK(torch::equal(
+        nnx::softmax_cross_entropy_with_integer_labels(Array(logits), labels).local(), want));
+    CHECK(torch::allclose(nnx::cross_entropy(Array(logits), labels).local(), want.mean()));
+  }
+  for (auto dtype : {torch::kFloat, torch::kBool})
+    CHECK_THROWS_WITH(nnx::cross_entropy(Array(logits), Array(torch::tensor({1, 0}, dtype))),
+                      Contains("[cross_entropy] labels are class indices, of an integer dtype") &&
+                          Contains("use softmax_cross_entropy"));
+
+  // Bool labels, and labels in another float dtype, are taken in the logits' dtype.
+  const auto x = torch::tensor({-30.0f, -1.0f, 0.0f, 2.0f, 30.0f});
+  const auto y = torch::tensor({true, false, true, true, false});
+  const auto bce = nnx::sigmoid_binary_cross_entropy(Array(x), Array(y)).local();
+  CHECK(bce.dtype() == torch::kFloat);
+  CHECK(torch::allclose(bce, torch::nn::functional::binary_cross_entropy_with_logits(
+                                 x, y.to(torch::kFloat),
+                                 torch::nn::functional::BinaryCrossEntropyWithLogitsFuncOptions()
+                                     .reduction(torch::kNone))));
+  const auto low = nnx::sigmoid_binary_cross_entropy(Array(x.to(torch::kBFloat16)),
+                                                     Array(y.to(torch::kDouble)));
+  CHECK(low.dtype() == torch::kBFloat16);
+
+  // optax's squared_error and l2_loss refuse to broadcast; [N, 1] against [N] is a mistake.
+  const Array column(torch::ones({4, 1})), row(torch::ones({4}));
+  CHECK_THROWS_WITH(nnx::squared_error(column, row),
+                    Contains("[squared_error] predictions (4, 1) and targets (4,) differ"));
+  CHECK_THROWS_WITH(nnx::l2_loss(column, row), Contains("[l2_loss] predictions (4, 1)"));
 }
 
 TEST_CASE("mean_squared_error is exact on every pair of layouts", "[ranks2][ranks4][ranks8]") {
