@@ -47,7 +47,8 @@ echo "a stop at an epoch's last step resumes into the next epoch and equals the 
 rm -rf "$work/whole" "$work/split"
 
 # Three data ranks: test batches of 1002 leave padding in the last one, which both test metrics
-# mask out, so they equal one rank's (test loss within float rounding, accuracy within a record).
+# mask out, so they equal one rank's (test loss within float rounding, accuracy within two
+# records).
 run 1 --epochs 1 --batch 96 --out "$work/one"
 run 3 --epochs 1 --batch 96 --out "$work/three"
 paste -d, "$work/one/epochs.csv" "$work/three/epochs.csv" | awk -F, '
