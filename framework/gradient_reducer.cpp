@@ -36,8 +36,6 @@ bool laid_out_as(const at::Tensor& grad, const at::Tensor& param) {
   return grad.strides() == param.strides();
 }
 
-
-
 }  // namespace
 
 struct GradientReducer::Impl {

@@ -35,7 +35,8 @@ Array squared_error(const Array& predictions, const Array& targets) {
 }
 
 Array huber_loss(const Array& predictions, const Array& targets, double delta) {
-  NNX_CHECK(delta > 0, "huber_loss: delta must be positive, got {}", delta);
+  if (!(delta > 0))
+    detail::throw_error("huber_loss", fmt::format("delta must be positive, got {}", delta));
   const Array errors = abs(sub(predictions, targets));
   const Array quadratic = clip(errors, std::nullopt, delta);  // min(|e|, delta)
   return add(mul(square(quadratic), 0.5), mul(sub(errors, quadratic), delta));
@@ -51,11 +52,11 @@ Array sigmoid_binary_cross_entropy(const Array& logits, const Array& labels) {
 
 Array softmax_cross_entropy(const Array& logits, const Array& labels) {
   if (logits.ndim() < 1 || logits.shape() != labels.shape())
-    detail::throw_error("softmax_cross_entropy",
-                fmt::format("logits [..., classes] and labels of the same shape expected, got {} "
-                            "and {}; for integer labels use "
-                            "softmax_cross_entropy_with_integer_labels",
-                            to_string(logits.shape()), to_string(labels.shape())));
+    detail::throw_error(
+        "softmax_cross_entropy",
+        fmt::format("logits [..., classes] and labels of the same shape expected, got {} and {}; "
+                    "for integer labels use softmax_cross_entropy_with_integer_labels",
+                    to_string(logits.shape()), to_string(labels.shape())));
   return neg(sum(mul(labels, log_softmax(logits, -1)), {-1}));
 }
 
