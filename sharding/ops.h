@@ -101,6 +101,7 @@ Array dropout(const Array& x, double rate, const random::Key& key);
 Array cross_entropy(const Array& logits, const Array& labels);
 // optax's softmax_cross_entropy_with_integer_labels: the loss of each example, [...].
 Array softmax_cross_entropy_with_integer_labels(const Array& logits, const Array& labels);
+// The mean of (a - b)^2 over a and b of one shape (different shapes are an error).
 Array mean_squared_error(const Array& a, const Array& b);
 // softmax(q k^T / sqrt(d)) v over q, k, v [batch, heads, seq, head_dim]; heads may be sharded.
 Array dot_product_attention(const Array& q, const Array& k, const Array& v, bool causal = false);

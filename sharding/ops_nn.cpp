@@ -217,7 +217,17 @@ Array softmax_cross_entropy_with_integer_labels(const Array& logits0, const Arra
   return make_result(local, labels0.shape(), mesh, batch_dims, {});
 }
 
-Array mean_squared_error(const Array& a, const Array& b) { return mean(square(sub(a, b))); }
+Array mean_squared_error(const Array& a, const Array& b) {
+  // torch.nn.functional.mse_loss warns here, and optax's squared_error refuses: a silent [N, N]
+  // mean is the usual result of a mistake.
+  if (a.shape() != b.shape())
+    throw_error("mean_squared_error",
+                fmt::format("predictions {} and targets {} differ in shape; broadcasting them "
+                            "([N, 1] against [N] gives [N, N]) is almost always a mistake: "
+                            "reshape one to the other",
+                            shape_str(a), shape_str(b)));
+  return mean(square(sub(a, b)));
+}
 
 Array dot_product_attention(const Array& q0, const Array& k0, const Array& v0, bool causal) {
   NNX_CHECK(q0.ndim() == 4 && k0.ndim() == 4 && v0.ndim() == 4,

@@ -321,6 +321,8 @@ TEST_CASE("losses take labels and inputs of other dtypes as optax does, and refu
   CHECK_THROWS_WITH(nnx::squared_error(column, row),
                     Contains("[squared_error] predictions (4, 1) and targets (4,) differ"));
   CHECK_THROWS_WITH(nnx::l2_loss(column, row), Contains("[l2_loss] predictions (4, 1)"));
+  CHECK_THROWS_WITH(nnx::mean_squared_error(column, row),
+                    Contains("[mean_squared_error] predictions (4, 1) and targets (4,) differ"));
 }
 
 TEST_CASE("mean_squared_error is exact on every pair of layouts", "[ranks2][ranks4][ranks8]") {
