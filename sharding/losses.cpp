@@ -4,33 +4,21 @@
 #include <nnx/core/error.h>
 #include <nnx/sharding/astype.h>
 #include <nnx/sharding/ops.h>
+#include <nnx/sharding/detail/ops_common.h>
 
 #include <fmt/format.h>
 
 namespace nnx {
 
-namespace {
-
-// optax refuses to broadcast predictions against targets: [N, 1] against [N] is a mistake.
-void check_same_shape(const Array& predictions, const Array& targets, const char* loss) {
-  if (predictions.shape() != targets.shape())
-    detail::throw_error(loss, fmt::format("predictions {} and targets {} differ in shape (optax "
-                                          "does not broadcast them); reshape one to the other",
-                                          to_string(predictions.shape()),
-                                          to_string(targets.shape())));
-}
-
-}  // namespace
-
 Array l2_loss(const Array& predictions, const Array& targets) {
-  check_same_shape(predictions, targets, "l2_loss");
+  detail::check_same_shape(predictions, targets, "l2_loss");
   return mul(square(sub(predictions, targets)), 0.5);
 }
 
 Array l2_loss(const Array& predictions) { return mul(square(predictions), 0.5); }
 
 Array squared_error(const Array& predictions, const Array& targets) {
-  check_same_shape(predictions, targets, "squared_error");
+  detail::check_same_shape(predictions, targets, "squared_error");
   return square(sub(predictions, targets));
 }
 

@@ -86,12 +86,18 @@ Array unary(const Array& a, bool linear, Fn fn,
   return make_result(fn(a.local()), a.shape(), a.mesh(), dims_of(a), a.partial_axes());
 }
 
+// `value` as an integer Scalar where it is a whole number, so that integer arrays stay integer
+// (LibTorch and JAX promote them only for a fractional value).
+at::Scalar promoting_scalar(double value) {
+  if (std::trunc(value) == value && std::abs(value) < 0x1p63)
+    return at::Scalar(static_cast<int64_t>(value));
+  return at::Scalar(value);
+}
+
 // `value` as a 0-d operand for `a`: in a's dtype where that holds it; integer and bool arrays
 // take a fractional value as floats (as LibTorch and JAX promote), not truncated.
 Array scalar_like(const Array& a, double value) {
-  const bool integral = std::trunc(value) == value && std::abs(value) < 0x1p63;
-  const at::ScalarType dtype = at::result_type(
-      a.local(), integral ? at::Scalar(static_cast<int64_t>(value)) : at::Scalar(value));
+  const at::ScalarType dtype = at::result_type(a.local(), promoting_scalar(value));
   return Array(torch::full({}, value, a.local().options().dtype(dtype).requires_grad(false)));
 }
 
@@ -177,9 +183,7 @@ Array clip(const Array& a, std::optional<double> min, std::optional<double> max)
   if (!min && !max) return a;
   // Whole-number bounds keep an integer array's dtype, as in JAX.
   auto bound = [](std::optional<double> v) -> std::optional<at::Scalar> {
-    if (!v) return std::nullopt;
-    if (std::trunc(*v) == *v && std::abs(*v) < 0x1p63) return at::Scalar(static_cast<int64_t>(*v));
-    return at::Scalar(*v);
+    return v ? std::optional<at::Scalar>(promoting_scalar(*v)) : std::nullopt;
   };
   return unary(a, false, [lo = bound(min), hi = bound(max)](const at::Tensor& x) {
     return at::clamp(x, lo, hi);

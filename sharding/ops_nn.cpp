@@ -218,14 +218,7 @@ Array softmax_cross_entropy_with_integer_labels(const Array& logits0, const Arra
 }
 
 Array mean_squared_error(const Array& a, const Array& b) {
-  // torch.nn.functional.mse_loss warns here, and optax's squared_error refuses: a silent [N, N]
-  // mean is the usual result of a mistake.
-  if (a.shape() != b.shape())
-    throw_error("mean_squared_error",
-                fmt::format("predictions {} and targets {} differ in shape; broadcasting them "
-                            "([N, 1] against [N] gives [N, N]) is almost always a mistake: "
-                            "reshape one to the other",
-                            shape_str(a), shape_str(b)));
+  check_same_shape(a, b, "mean_squared_error");
   return mean(square(sub(a, b)));
 }
 

@@ -151,5 +151,13 @@ Axes used_axes(const DimAxes& dims) {
 
 std::string shape_str(const Array& a) { return to_string(a.shape()); }
 
+void check_same_shape(const Array& predictions, const Array& targets, const char* op) {
+  if (predictions.shape() != targets.shape())
+    throw_error(op, fmt::format("predictions {} and targets {} differ in shape; broadcasting "
+                                "them ([N, 1] against [N] gives [N, N]) is almost always a "
+                                "mistake: reshape one to the other",
+                                shape_str(predictions), shape_str(targets)));
+}
+
 }  // namespace detail
 }  // namespace nnx

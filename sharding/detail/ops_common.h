@@ -63,5 +63,8 @@ Array replicated_result(at::Tensor local, const std::shared_ptr<const Mesh>& mes
 Axes without(const Axes& axes, const Axes& remove);
 Axes used_axes(const DimAxes& dims);
 std::string shape_str(const Array& a);
+// Throws, naming `op`, unless predictions and targets have one shape: a loss that broadcast
+// [N, 1] against [N] would silently average an [N, N] matrix (optax refuses, PyTorch warns).
+void check_same_shape(const Array& predictions, const Array& targets, const char* op);
 
 }  // namespace nnx::detail
