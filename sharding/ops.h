@@ -49,6 +49,33 @@ Array log_sigmoid(const Array& a);
 // jnp.clip: each value held within [min, max]; a bound left out does not apply.
 Array clip(const Array& a, std::optional<double> min, std::optional<double> max = {});
 
+// Comparisons (jnp.equal, jnp.less, ...): bool arrays, elementwise with broadcasting; no
+// gradient flows through them. Pending sums resolve first.
+Array equal(const Array& a, const Array& b);
+Array not_equal(const Array& a, const Array& b);
+Array less(const Array& a, const Array& b);
+Array less_equal(const Array& a, const Array& b);
+Array greater(const Array& a, const Array& b);
+Array greater_equal(const Array& a, const Array& b);
+Array equal(const Array& a, double b);
+Array not_equal(const Array& a, double b);
+Array less(const Array& a, double b);
+Array less_equal(const Array& a, double b);
+Array greater(const Array& a, double b);
+Array greater_equal(const Array& a, double b);
+// Truth of each value (nonzero is true), combined elementwise, as jnp.logical_and and friends.
+Array logical_and(const Array& a, const Array& b);
+Array logical_or(const Array& a, const Array& b);
+Array logical_not(const Array& a);
+Array isfinite(const Array& a);
+Array isnan(const Array& a);
+// jnp.where: x where `condition` holds (nonzero), else y, all three broadcast together; the
+// result takes x's and y's promoted dtype, and the gradient flows to the side each value came
+// from.
+Array where(const Array& condition, const Array& x, const Array& y);
+Array where(const Array& condition, const Array& x, double y);
+Array where(const Array& condition, double x, const Array& y);
+
 inline Array operator+(const Array& a, const Array& b) { return add(a, b); }
 inline Array operator-(const Array& a, const Array& b) { return sub(a, b); }
 inline Array operator*(const Array& a, const Array& b) { return mul(a, b); }
@@ -59,6 +86,19 @@ inline Array operator*(const Array& a, double b) { return mul(a, b); }
 inline Array operator*(double a, const Array& b) { return mul(b, a); }
 inline Array operator/(const Array& a, double b) { return mul(a, 1.0 / b); }
 inline Array operator-(const Array& a) { return neg(a); }
+// Elementwise comparisons, as in JAX and PyTorch: `x > 0` is a bool array, not a bool.
+inline Array operator==(const Array& a, const Array& b) { return equal(a, b); }
+inline Array operator!=(const Array& a, const Array& b) { return not_equal(a, b); }
+inline Array operator<(const Array& a, const Array& b) { return less(a, b); }
+inline Array operator<=(const Array& a, const Array& b) { return less_equal(a, b); }
+inline Array operator>(const Array& a, const Array& b) { return greater(a, b); }
+inline Array operator>=(const Array& a, const Array& b) { return greater_equal(a, b); }
+inline Array operator==(const Array& a, double b) { return equal(a, b); }
+inline Array operator!=(const Array& a, double b) { return not_equal(a, b); }
+inline Array operator<(const Array& a, double b) { return less(a, b); }
+inline Array operator<=(const Array& a, double b) { return less_equal(a, b); }
+inline Array operator>(const Array& a, double b) { return greater(a, b); }
+inline Array operator>=(const Array& a, double b) { return greater_equal(a, b); }
 
 // Reductions over dims (negative dims count from the end); a sharded dim reduces locally and
 // leaves a pending sum (sum, mean) or gathers first (max).

@@ -1,0 +1,123 @@
+// Comparisons, logical ops, isfinite/isnan and where: bool results, on the elementwise plans.
+// Pending sums resolve first (a comparison of the pieces is not one of their sum), except where's
+// x and y, in which it is linear.
+#include <nnx/core/error.h>
+#include <nnx/sharding/astype.h>
+#include <nnx/sharding/ops.h>
+#include <nnx/sharding/detail/elementwise.h>
+
+#include <torch/types.h>
+
+namespace nnx {
+
+namespace {
+
+template <class Fn>
+Array compared(const Array& a, const Array& b, const char* op, Fn fn) {
+  return detail::binary(detail::resolved(a), detail::resolved(b), Linearity::numerator, op, fn);
+}
+
+// The value that where leaves beside x's picks: -0.0 for floats (0 for integers, false for
+// bool), which added to any value of x's dtype leaves it bit for bit (+0.0 + -0.0 is +0.0).
+at::Scalar additive_identity(at::ScalarType dtype) {
+  if (at::isFloatingType(dtype) || at::isComplexType(dtype)) return at::Scalar(-0.0);
+  if (dtype == at::kBool) return at::Scalar(false);
+  return at::Scalar(int64_t{0});
+}
+
+// Whether where's operands need no rule: all on one mesh in one layout, without pending sums.
+bool laid_out_alike(const Array& c, const Array& x, const Array& y) {
+  for (const Array* a : {&c, &x, &y})
+    if (a->mesh() != x.mesh() || !a->partial_axes().empty() || a->initializer() ||
+        !(a->layout() == x.layout() || (a->shape() == x.shape() && a->spec() == x.spec())))
+      return false;
+  return x.mesh() != nullptr;
+}
+
+}  // namespace
+
+Array equal(const Array& a, const Array& b) {
+  return compared(a, b, "equal", [](auto& x, auto& y) { return at::eq(x, y); });
+}
+Array not_equal(const Array& a, const Array& b) {
+  return compared(a, b, "not_equal", [](auto& x, auto& y) { return at::ne(x, y); });
+}
+Array less(const Array& a, const Array& b) {
+  return compared(a, b, "less", [](auto& x, auto& y) { return at::lt(x, y); });
+}
+Array less_equal(const Array& a, const Array& b) {
+  return compared(a, b, "less_equal", [](auto& x, auto& y) { return at::le(x, y); });
+}
+Array greater(const Array& a, const Array& b) {
+  return compared(a, b, "greater", [](auto& x, auto& y) { return at::gt(x, y); });
+}
+Array greater_equal(const Array& a, const Array& b) {
+  return compared(a, b, "greater_equal", [](auto& x, auto& y) { return at::ge(x, y); });
+}
+Array equal(const Array& a, double b) { return equal(a, detail::scalar_like(a, b)); }
+Array not_equal(const Array& a, double b) { return not_equal(a, detail::scalar_like(a, b)); }
+Array less(const Array& a, double b) { return less(a, detail::scalar_like(a, b)); }
+Array less_equal(const Array& a, double b) { return less_equal(a, detail::scalar_like(a, b)); }
+Array greater(const Array& a, double b) { return greater(a, detail::scalar_like(a, b)); }
+Array greater_equal(const Array& a, double b) {
+  return greater_equal(a, detail::scalar_like(a, b));
+}
+
+Array logical_and(const Array& a, const Array& b) {
+  return compared(a, b, "logical_and", [](auto& x, auto& y) { return at::logical_and(x, y); });
+}
+Array logical_or(const Array& a, const Array& b) {
+  return compared(a, b, "logical_or", [](auto& x, auto& y) { return at::logical_or(x, y); });
+}
+Array logical_not(const Array& a) {
+  return detail::unary(a, false, [](const at::Tensor& x) { return at::logical_not(x); });
+}
+Array isfinite(const Array& a) {
+  return detail::unary(a, false, [](const at::Tensor& x) { return at::isfinite(x); });
+}
+Array isnan(const Array& a) {
+  return detail::unary(a, false, [](const at::Tensor& x) { return at::isnan(x); });
+}
+
+Array where(const Array& condition, const Array& x, const Array& y) {
+  const Array c = condition.dtype() == at::kBool ? condition : astype(condition, at::kBool);
+  auto pick = [](const at::Tensor& cv, const at::Tensor& xv, const at::Tensor& yv) {
+    return at::where(cv, xv, yv);
+  };
+  if (!c.mesh() && !x.mesh() && !y.mesh()) {
+    // Pairwise broadcasting is joint broadcasting: each dim's sizes are 1 or one common size.
+    detail::check_broadcast(c, x, "where");
+    detail::check_broadcast(c, y, "where");
+    detail::check_broadcast(x, y, "where");
+    return Array(pick(c.local(), x.local(), y.local()));
+  }
+  if (laid_out_alike(c, x, y)) return x.with_local(pick(c.local(), x.local(), y.local()));
+  const auto& mesh = detail::common_mesh({&c, &x, &y}, "where");
+  if (detail::all_replicated({&c, &x, &y})) {
+    detail::check_broadcast(c, x, "where");
+    detail::check_broadcast(c, y, "where");
+    detail::check_broadcast(x, y, "where");
+    return detail::replicated_result(
+        pick(detail::local_on_mesh(c, mesh), detail::local_on_mesh(x, mesh),
+             detail::local_on_mesh(y, mesh)),
+        mesh, {&c, &x, &y});
+  }
+  // Any layouts: x where the condition holds and y where it does not, each beside the additive
+  // identity, on the binary plans (linear in x and y, so their pending sums may stay), then
+  // added, which leaves each pick exact.
+  const Array from_x = detail::binary(x, c, Linearity::numerator, "where", [](auto& v, auto& m) {
+    return at::where(m, v, additive_identity(v.scalar_type()));
+  });
+  const Array from_y = detail::binary(y, c, Linearity::numerator, "where", [](auto& v, auto& m) {
+    return at::where(m, additive_identity(v.scalar_type()), v);
+  });
+  return add(from_x, from_y);
+}
+Array where(const Array& condition, const Array& x, double y) {
+  return where(condition, x, detail::scalar_like(x, y));
+}
+Array where(const Array& condition, double x, const Array& y) {
+  return where(condition, detail::scalar_like(y, x), y);
+}
+
+}  // namespace nnx
