@@ -46,7 +46,7 @@ struct OpRule {
   std::string to_string() const;  // the whole table, a row per line
 };
 
-// The tables: matmul, add (also sub), mul, div and sum.
+// The tables: matmul, add (also sub), mul, div, where and sum.
 const std::vector<OpRule>& rule_tables();
 const OpRule& rule_table(std::string_view op);
 
@@ -72,6 +72,9 @@ struct OpPlan {
 OpPlan plan_matmul(const Layout& a, const Layout& b);
 // `op` names the plan ("add", "sub", "mul", "div"); `linearity` decides its table.
 OpPlan plan_elementwise(std::string op, const Layout& a, const Layout& b, Linearity linearity);
+// where(condition, x, y): laid out as x, then y, then the condition where those broadcast; the
+// condition holds no pending sum.
+OpPlan plan_where(const Layout& condition, const Layout& x, const Layout& y);
 // `dims` sorted, each in [0, rank).
 OpPlan plan_sum(const Layout& a, const std::vector<int64_t>& dims, bool keepdim);
 

@@ -11,6 +11,23 @@ namespace {
 const char* kNone = "none";
 const char* kPending = "none: the sum stays pending until an op needs it whole";
 
+// where(condition, x, y): each of the three splits the output's dim i or broadcasts there, and
+// only x and y may be pending, together (the op is linear in the pair).
+OpRule where_rule() {
+  OpRule rule{"where", "condition, x, y: the output's dims i (an operand spans i or broadcasts "
+                       "there)", {}};
+  for (int split = 7; split >= 1; --split) {  // which operands split i: all three first
+    std::vector<std::string> inputs;
+    for (int operand = 0; operand < 3; ++operand)
+      inputs.push_back(split >> (2 - operand) & 1 ? "S(i)" : "R");
+    rule.rows.push_back({inputs, "S(i)", split == 7 ? kNone : "none: the others broadcast there"});
+  }
+  rule.rows.push_back({{"R", "P", "P"}, "P",
+                       "none: a whole x or y is made pending first; the sum stays pending"});
+  rule.rows.push_back({{"R", "R", "R"}, "R", kNone});
+  return rule;
+}
+
 std::vector<OpRule> make_op_rules() {
   const std::vector<RuleRow> split_alike = {
       {{"S(i)", "S(i)"}, "S(i)", kNone},
@@ -43,6 +60,7 @@ std::vector<OpRule> make_op_rules() {
       elementwise("mul", dims,
                   {{{"P", "R"}, "P", kPending}, {{"R", "P"}, "P", kPending}}),
       elementwise("div", dims, {{{"P", "R"}, "P", kPending}}),
+      where_rule(),
       {"sum",
        "a: kept dims i, summed dims r",
        {
@@ -74,7 +92,8 @@ const std::vector<OpRule>& rule_tables() {
 const OpRule& rule_table(std::string_view op) {
   for (const auto& rule : rule_tables())
     if (rule.op == op) return rule;
-  NNX_FAIL("no rule table for op '{}'; the tables cover matmul, add, mul, div and sum", op);
+  NNX_FAIL("no rule table for op '{}'; the tables cover matmul, add, mul, div, where and sum",
+           op);
 }
 
 }  // namespace nnx

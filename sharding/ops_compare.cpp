@@ -1,12 +1,14 @@
-// Comparisons, logical ops, isfinite/isnan and where: bool results, on the elementwise plans.
-// Pending sums resolve first (a comparison of the pieces is not one of their sum), except where's
-// x and y, in which it is linear.
+// Comparisons, logical ops, isfinite/isnan and where, on the elementwise plans (plan_where for
+// where's three operands). Pending sums resolve first (a comparison of the pieces is not one of
+// their sum), except where's x and y, in which it is linear.
 #include <nnx/core/error.h>
 #include <nnx/sharding/astype.h>
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/detail/elementwise.h>
 
 #include <torch/types.h>
+
+#include <optional>
 
 namespace nnx {
 
@@ -15,14 +17,6 @@ namespace {
 template <class Fn>
 Array compared(const Array& a, const Array& b, const char* op, Fn fn) {
   return detail::binary(detail::resolved(a), detail::resolved(b), Linearity::numerator, op, fn);
-}
-
-// The value that where leaves beside x's picks: -0.0 for floats (0 for integers, false for
-// bool), which added to any value of x's dtype leaves it bit for bit (+0.0 + -0.0 is +0.0).
-at::Scalar additive_identity(at::ScalarType dtype) {
-  if (at::isFloatingType(dtype) || at::isComplexType(dtype)) return at::Scalar(-0.0);
-  if (dtype == at::kBool) return at::Scalar(false);
-  return at::Scalar(int64_t{0});
 }
 
 // Whether where's operands need no rule: all on one mesh in one layout, without pending sums.
@@ -84,34 +78,34 @@ Array where(const Array& condition, const Array& x, const Array& y) {
   auto pick = [](const at::Tensor& cv, const at::Tensor& xv, const at::Tensor& yv) {
     return at::where(cv, xv, yv);
   };
-  if (!c.mesh() && !x.mesh() && !y.mesh()) {
-    // Pairwise broadcasting is joint broadcasting: each dim's sizes are 1 or one common size.
-    detail::check_broadcast(c, x, "where");
-    detail::check_broadcast(c, y, "where");
-    detail::check_broadcast(x, y, "where");
-    return Array(pick(c.local(), x.local(), y.local()));
-  }
+  // Pairwise broadcasting is joint broadcasting: each dim's sizes are 1 or one common size.
+  detail::check_broadcast(c, x, "where");
+  detail::check_broadcast(c, y, "where");
+  detail::check_broadcast(x, y, "where");
+  if (!c.mesh() && !x.mesh() && !y.mesh()) return Array(pick(c.local(), x.local(), y.local()));
   if (laid_out_alike(c, x, y)) return x.with_local(pick(c.local(), x.local(), y.local()));
   const auto& mesh = detail::common_mesh({&c, &x, &y}, "where");
-  if (detail::all_replicated({&c, &x, &y})) {
-    detail::check_broadcast(c, x, "where");
-    detail::check_broadcast(c, y, "where");
-    detail::check_broadcast(x, y, "where");
+  if (detail::all_replicated({&c, &x, &y}))
     return detail::replicated_result(
         pick(detail::local_on_mesh(c, mesh), detail::local_on_mesh(x, mesh),
              detail::local_on_mesh(y, mesh)),
         mesh, {&c, &x, &y});
-  }
-  // Any layouts: x where the condition holds and y where it does not, each beside the additive
-  // identity, on the binary plans (linear in x and y, so their pending sums may stay), then
-  // added, which leaves each pick exact.
-  const Array from_x = detail::binary(x, c, Linearity::numerator, "where", [](auto& v, auto& m) {
-    return at::where(m, v, additive_identity(v.scalar_type()));
+  // Any layouts: the three laid out alike where they span the output (plan_where), then one
+  // LibTorch call on the blocks.
+  std::optional<Array> held[3];
+  const Array& lc = detail::on_mesh(c, mesh, held[0]);
+  const Array& lx = detail::on_mesh(x, mesh, held[1]);
+  const Array& ly = detail::on_mesh(y, mesh, held[2]);
+  const detail::SharedPlan plan = detail::cached_plan("where", 0, {&lc, &lx, &ly}, [&] {
+    return plan_where(detail::layout_of(lc), detail::layout_of(lx), detail::layout_of(ly));
   });
-  const Array from_y = detail::binary(y, c, Linearity::numerator, "where", [](auto& v, auto& m) {
-    return at::where(m, additive_identity(v.scalar_type()), v);
-  });
-  return add(from_x, from_y);
+  auto label = RedistributeLabel::fallback("where");
+  // One after another: each may run collectives, which every rank makes in one order.
+  std::optional<at::Tensor> moved[3];
+  const at::Tensor& pc = detail::planned_local(lc, *plan, 0, moved[0]);
+  const at::Tensor& px = detail::planned_local(lx, *plan, 1, moved[1]);
+  const at::Tensor& py = detail::planned_local(ly, *plan, 2, moved[2]);
+  return detail::planned_result(pick(pc, px, py), mesh, *plan);
 }
 Array where(const Array& condition, const Array& x, double y) {
   return where(condition, x, detail::scalar_like(x, y));

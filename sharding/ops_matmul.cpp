@@ -55,16 +55,16 @@ Array matmul(const Array& a0, const Array& b0) {
     if (!mesh) return Array(std::move(local));
     return replicated_result(std::move(local), mesh, {&a0, &b0});
   }
-  std::optional<Array> held_a, held_b, laid_a, laid_b;
+  std::optional<Array> held_a, held_b;
   const Array& a = on_mesh(a0, mesh, held_a);
   const Array& b = on_mesh(b0, mesh, held_b);
   const SharedPlan plan = cached_plan("matmul", 0, {&a, &b}, [&] {
     return plan_matmul(layout_of(a), layout_of(b));
   });
-  const Array& la = planned_input(a, plan->plan, 0, laid_a);
-  const Array& lb = planned_input(b, plan->plan, 1, laid_b);
-  return planned_result(torch::matmul(la.local(), gemm_right_operand(la.local(), lb.local())),
-                        mesh, *plan);
+  std::optional<at::Tensor> moved_a, moved_b;
+  const at::Tensor& la = planned_local(a, *plan, 0, moved_a);
+  const at::Tensor& lb = planned_local(b, *plan, 1, moved_b);
+  return planned_result(torch::matmul(la, gemm_right_operand(la, lb)), mesh, *plan);
 }
 
 namespace {
@@ -108,7 +108,7 @@ std::optional<Array> fused_linear(const Array& x, const Array& w, const Array& b
     if (!local) return std::nullopt;
     return replicated_result(std::move(*local), mesh, {&x});
   }
-  std::optional<Array> held_a, held_b, held_c, laid_a, laid_b;
+  std::optional<Array> held_a, held_b, held_c;
   const Array& a = on_mesh(x, mesh, held_a);
   const Array& b = on_mesh(w, mesh, held_b);
   const Array& c = on_mesh(bias, mesh, held_c);
@@ -120,9 +120,10 @@ std::optional<Array> fused_linear(const Array& x, const Array& w, const Array& b
   if (!out.partial.empty() || dims_of(c)[0] != out.dims.back() ||
       !same_dtype_and_device(a.local(), b.local(), c.local()))
     return std::nullopt;
-  const Array& la = planned_input(a, plan->plan, 0, laid_a);
-  const Array& lb = planned_input(b, plan->plan, 1, laid_b);
-  auto local = add_bias_in_gemm(la.local(), lb.local(), c.local());
+  std::optional<at::Tensor> moved_a, moved_b;
+  const at::Tensor& la = planned_local(a, *plan, 0, moved_a);
+  const at::Tensor& lb = planned_local(b, *plan, 1, moved_b);
+  auto local = add_bias_in_gemm(la, lb, c.local());
   if (!local) return std::nullopt;
   return planned_result(std::move(*local), mesh, *plan);
 }

@@ -4,6 +4,7 @@
 #include <nnx/sharding/detail/differentiable_collectives.h>
 #include <nnx/sharding/redistribute.h>
 #include <nnx/sharding/detail/call_stack.h>
+#include <nnx/sharding/detail/local_steps.h>
 #include <nnx/sharding/spec_check.h>
 
 #include <torch/types.h>
@@ -39,6 +40,33 @@ bool log_plans() {
     return v != nullptr && std::string(v) != "0" && std::string(v) != "";
   }();
   return on;
+}
+
+// Prints `plan` on rank 0 where NNX_LOG_REDISTRIBUTE asks for it.
+void log_plan(const Array& x, const RedistributePlan& plan) {
+  if (!log_plans() || plan.steps.empty() || x.mesh()->rank() != 0) return;
+  const std::string label = current_redistribute_label();
+  fmt::print(stderr, "[nnx redistribute] {}{} {}: {}\n", label, label.empty() ? "" : ":",
+             to_string(x.shape()), plan.to_string());
+}
+
+// A step that stays on this rank, a slice or joining a pending sum: the new block, or an
+// undefined tensor where the block stays as it is (no view made, no reference counted).
+at::Tensor run_local_step(const at::Tensor& local, const RedistributeStep& step,
+                          const Mesh& mesh) {
+  auto& counts = redistribute_counts();
+  if (step.kind == RedistributeStep::Kind::slice) {
+    ++counts.local_slice;
+    const int64_t ways = mesh.axis_size(step.axis);
+    if (ways == 1) return {};  // a one-process axis: the block is the whole dim
+    const int64_t size = local.size(step.dim) / ways;
+    return local.narrow(step.dim, mesh.coordinate(step.axis) * size, size);
+  }
+  // The value stays on coordinate 0 of the axis, zeros elsewhere: filled, not multiplied by 0,
+  // for an inf or NaN elsewhere would turn the sum into NaN.
+  ++counts.to_partial;
+  if (mesh.coordinate(step.axis) == 0) return {};
+  return local.masked_fill(at::ones({}, local.options().dtype(at::kBool)), 0);
 }
 
 }  // namespace
@@ -115,11 +143,6 @@ Array redistribute(const Array& x, const NamedSharding& target,
   check_spec(target_spec, x.shape(), mesh, "redistribute");
   const RedistributePlan plan = plan_redistribute(x.spec(), x.partial_axes(), target_spec,
                                                   partial_axes, x.shape().size());
-  if (log_plans() && !plan.steps.empty() && mesh.rank() == 0) {
-    const std::string label = current_redistribute_label();
-    fmt::print(stderr, "[nnx redistribute] {}{} {}: {}\n", label, label.empty() ? "" : ":",
-               to_string(x.shape()), plan.to_string());
-  }
   return run_plan(x, plan);
 }
 
@@ -127,42 +150,56 @@ Array run_plan(const Array& x, const RedistributePlan& plan) {
   using K = RedistributeStep::Kind;
   NNX_CHECK(x.mesh() != nullptr, "the array is on no mesh; use device_put to place it on one");
   const Mesh& mesh = *x.mesh();
+  log_plan(x, plan);
   auto& counts = redistribute_counts();
   at::Tensor local = x.local();
   for (const auto& step : plan.steps) {
-    const Communicator& comm = mesh.comm(step.axis);
+    // Only collectives look their communicator up (the lookup allocates).
+    auto comm = [&]() -> const Communicator& { return mesh.comm(step.axis); };
     switch (step.kind) {
       case K::reduce_scatter:
-        local = detail::reduce_scatter_ad(local, comm, step.dim);
+        local = detail::reduce_scatter_ad(local, comm(), step.dim);
         ++counts.reduce_scatter;
         break;
       case K::all_reduce:
-        local = detail::all_reduce_ad(local, comm);
+        local = detail::all_reduce_ad(local, comm());
         ++counts.all_reduce;
         break;
       case K::all_to_all:  // split the dim that takes the axis, join the one that frees it
-        local = detail::all_to_all_ad(local, comm, step.to_dim, step.dim);
+        local = detail::all_to_all_ad(local, comm(), step.to_dim, step.dim);
         ++counts.all_to_all;
         break;
       case K::all_gather:
-        local = detail::all_gather_ad(local, comm, step.dim);
+        local = detail::all_gather_ad(local, comm(), step.dim);
         ++counts.all_gather;
         break;
-      case K::slice: {
-        const int64_t size = local.size(step.dim) / mesh.axis_size(step.axis);
-        local = local.narrow(step.dim, mesh.coordinate(step.axis) * size, size);
-        ++counts.local_slice;
-        break;
-      }
-      case K::to_partial:  // the value stays on coordinate 0 of the axis, zeros elsewhere
-        // Filled, not multiplied by 0: an inf or NaN elsewhere would turn the sum into NaN.
-        if (mesh.coordinate(step.axis) != 0)
-          local = local.masked_fill(at::ones({}, local.options().dtype(at::kBool)), 0);
-        ++counts.to_partial;
+      case K::slice:
+      case K::to_partial:
+        if (at::Tensor moved = run_local_step(local, step, mesh); moved.defined())
+          local = std::move(moved);
         break;
     }
   }
   return Array::from_local(local, x.shape(), NamedSharding{x.mesh(), plan.to}, plan.to_partial);
 }
+
+namespace detail {
+
+bool stays_local(const RedistributePlan& plan) {
+  return std::none_of(plan.steps.begin(), plan.steps.end(),
+                      [](const RedistributeStep& step) { return step.communicates(); });
+}
+
+const at::Tensor& run_local_steps(const Array& x, const RedistributePlan& plan,
+                                  std::optional<at::Tensor>& held) {
+  log_plan(x, plan);
+  const at::Tensor* local = &x.local();
+  for (const auto& step : plan.steps)
+    if (at::Tensor moved = run_local_step(*local, step, *x.mesh()); moved.defined())
+      local = &held.emplace(std::move(moved));
+  return *local;
+}
+
+}  // namespace detail
 
 }  // namespace nnx

@@ -50,17 +50,19 @@ Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* 
     return replicated_result(broadcast_by_torch(a0, b0, op, fn, local_on_mesh(a0, mesh),
                                                 local_on_mesh(b0, mesh)),
                              mesh, {&a0, &b0});
-  check_broadcast(a0, b0, op);
-  std::optional<Array> held_a, held_b, laid_a, laid_b;
+  std::optional<Array> held_a, held_b;
   const Array& a = on_mesh(a0, mesh, held_a);
   const Array& b = on_mesh(b0, mesh, held_b);
+  // Checked where a plan is made: a plan found was made for these shapes.
   const SharedPlan plan = cached_plan(op, static_cast<int64_t>(linearity), {&a, &b}, [&] {
+    check_broadcast(a0, b0, op);
     return plan_elementwise(op, layout_of(a), layout_of(b), linearity);
   });
   auto label = RedistributeLabel::fallback(op);
-  const Array& la = planned_input(a, plan->plan, 0, laid_a);
-  const Array& lb = planned_input(b, plan->plan, 1, laid_b);
-  return planned_result(fn(la.local(), lb.local()), mesh, *plan);
+  std::optional<at::Tensor> moved_a, moved_b;
+  const at::Tensor& la = planned_local(a, *plan, 0, moved_a);
+  const at::Tensor& lb = planned_local(b, *plan, 1, moved_b);
+  return planned_result(fn(la, lb), mesh, *plan);
 }
 
 // A unary op; `linear` ones (x * c) keep pending sums, others resolve them first.

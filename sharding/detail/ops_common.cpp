@@ -1,6 +1,7 @@
 // Op rule machinery.
 #include <nnx/core/error.h>
 #include <nnx/sharding/ops.h>
+#include <nnx/sharding/detail/local_steps.h>
 #include <nnx/sharding/detail/ops_common.h>
 #include <nnx/sharding/detail/whole_layout.h>
 #include <nnx/sharding/redistribute.h>
@@ -89,10 +90,14 @@ Array planned_result(at::Tensor local, const std::shared_ptr<const Mesh>& mesh,
   return Array::from_layout(std::move(local), mesh, planned.output_layout);
 }
 
-const Array& planned_input(const Array& a, const OpPlan& plan, size_t i,
-                           std::optional<Array>& held, std::source_location op) {
-  if (plan.steps[i].steps.empty()) return a;
-  return held.emplace(relayout(a, plan.targets[i].dims, plan.targets[i].partial, op));
+const at::Tensor& planned_local(const Array& a, const PlannedOp& planned, size_t i,
+                                std::optional<at::Tensor>& held, std::source_location op) {
+  const OpPlan& plan = planned.plan;
+  if (plan.steps[i].steps.empty()) return a.local();
+  auto label = RedistributeLabel::fallback(op.function_name());
+  // The plan's own steps: a plan found for these inputs was made for a's layout.
+  if (planned.moves_locally[i]) return run_local_steps(a, plan.steps[i], held);
+  return held.emplace(relayout(a, plan.targets[i].dims, plan.targets[i].partial, op).local());
 }
 
 Array resolved(const Array& a, std::source_location op) {

@@ -42,11 +42,12 @@ Array relayout(const Array& a, const DimAxes& dims, const Axes& partial,
 // The result of a planned op: `local` laid out as the plan's output (its layout, shared).
 Array planned_result(at::Tensor local, const std::shared_ptr<const Mesh>& mesh,
                      const PlannedOp& planned);
-// Input `i` of `plan` laid out as the plan's target (as it is where the plan moves nothing).
-// `a` itself where the plan moves nothing (no copy); a relaid array is kept in `held`.
-const Array& planned_input(const Array& a, const OpPlan& plan, size_t i,
-                           std::optional<Array>& held,
-                           std::source_location op = std::source_location::current());
+// The block of input `i` of `planned` laid out as the plan's target: a's own where the plan
+// moves nothing (no copy), else a new one kept in `held`. Inputs that only move on this rank
+// run the plan's steps directly.
+const at::Tensor& planned_local(const Array& a, const PlannedOp& planned, size_t i,
+                                std::optional<at::Tensor>& held,
+                                std::source_location op = std::source_location::current());
 // The same layout without pending sums (all_reduce where needed).
 Array resolved(const Array& a, std::source_location op = std::source_location::current());
 // `a` with dim d whole and no pending sums; gathering a sharded d counts a fallback.

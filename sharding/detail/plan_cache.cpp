@@ -1,5 +1,6 @@
 // The per-thread plan cache (see plan_cache.h).
 #include <nnx/sharding/detail/hash_mix.h>
+#include <nnx/sharding/detail/local_steps.h>
 #include <nnx/sharding/detail/plan_cache.h>
 #include <nnx/sharding/spec_check.h>
 
@@ -74,8 +75,11 @@ SharedPlan remember_plan(uint64_t key, std::string_view op, int64_t argument, Op
   auto output_layout = std::make_shared<const ArrayLayout>(
       plan.output.shape, pad_spec(output_spec, plan.output.shape.size()), plan.output.partial);
   const size_t inputs = plan.inputs.size();
-  auto shared = std::make_shared<const PlannedOp>(
-      PlannedOp{std::move(plan), std::move(output_spec), std::move(output_layout)});
+  std::vector<bool> moves_locally(inputs);
+  for (size_t i = 0; i < inputs; ++i)
+    moves_locally[i] = !plan.steps[i].steps.empty() && stays_local(plan.steps[i]);
+  auto shared = std::make_shared<const PlannedOp>(PlannedOp{
+      std::move(plan), std::move(output_spec), std::move(output_layout), std::move(moves_locally)});
   plans.emplace(key, Entry{std::string(op), argument, shared,
                            std::vector<std::shared_ptr<const ArrayLayout>>(inputs)});
   return shared;

@@ -11,14 +11,17 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace nnx::detail {
 
-// A remembered plan with its output's layout built once (shared by every result).
+// A remembered plan with its output's layout built once (shared by every result), and which
+// inputs only move on this rank (slices, joining a pending sum): those run the plan's own steps.
 struct PlannedOp {
   OpPlan plan;
   PartitionSpec output_spec;
   std::shared_ptr<const ArrayLayout> output_layout;
+  std::vector<bool> moves_locally;
 };
 using SharedPlan = std::shared_ptr<const PlannedOp>;
 

@@ -97,7 +97,11 @@ TEST_CASE("the rule tables print as rows") {
   CHECK(nnx::rule_table("add").rows.back().to_string() == "R · R -> R (none)");
   std::vector<std::string> ops;
   for (const auto& rule : nnx::rule_tables()) ops.push_back(rule.op);
-  CHECK(ops == std::vector<std::string>{"matmul", "add", "mul", "div", "sum"});
+  CHECK(ops == std::vector<std::string>{"matmul", "add", "mul", "div", "where", "sum"});
+  const auto& where = nnx::rule_table("where");
+  CHECK(where.rows.size() == 9);
+  CHECK(where.rows.front().to_string() == "S(i) · S(i) · S(i) -> S(i) (none)");
+  CHECK_THAT(where.to_string(), Contains("R · P · P -> P"));
   CHECK_THROWS_WITH(nnx::rule_table("conv"), Contains("no rule table for op 'conv'"));
 }
 
@@ -221,6 +225,48 @@ TEST_CASE("elementwise plans follow the add, mul and div tables on every layout 
           if (x == y && x.partial.empty()) CHECK_FALSE(plan.communicates());
         }
   CHECK(plans > 1000);
+}
+
+TEST_CASE("where plans lay out the condition, x and y alike; x and y stay pending together") {
+  // The output follows x; the condition and y are sliced locally where replicated.
+  auto sliced = nnx::plan_where(Layout::of({8, 16}, P()), Layout::of({8, 16}, P("a", "b")),
+                                Layout::of({16}, P()));
+  CHECK_FALSE(sliced.communicates());
+  CHECK(sliced.output.spec() == P("a", "b"));
+  CHECK(sliced.targets[0].spec() == P("a", "b"));
+  CHECK(sliced.targets[2].spec() == P("b"));
+  CHECK(sliced.rows[0].second.to_string() == "S(i) · S(i) · R -> S(i) (none: the others "
+                                             "broadcast there)");
+  // x pending, y whole: y joins the pending sum; the condition broadcasts along dim 0.
+  Layout pending{{8, 16}, {{}, {}}, {"a"}};
+  auto joined =
+      nnx::plan_where(Layout::of({1, 16}, P(none, "b")), pending, Layout::of({8, 16}, P()));
+  CHECK_FALSE(joined.communicates());
+  CHECK(joined.output.partial == nnx::Axes{"a"});
+  CHECK(joined.targets[2].partial == nnx::Axes{"a"});
+  CHECK(joined.output.spec() == P(none, "b"));
+  CHECK_THROWS_WITH(nnx::plan_where(Layout::of({8, 16}, P()), Layout::of({8, 16}, P()),
+                                    Layout::of({8, 3}, P())),
+                    Contains("shapes (8, 16) and (8, 3) do not broadcast"));
+  CHECK_THROWS_WITH(nnx::plan_where(pending, Layout::of({8, 16}, P()), Layout::of({8, 16}, P())),
+                    Contains("where's condition"));
+
+  int plans = 0;
+  for (const auto& c : all_layouts({8, 16}, /*with_partial=*/false))
+    for (const auto& x : all_layouts({8, 16}))
+      for (const auto& y : all_layouts({16})) {
+        auto plan = nnx::plan_where(c, x, y);
+        ++plans;
+        INFO(plan.to_string());
+        CHECK(bytes(plan) <= gather_all_bytes(plan));
+        check_output_valid(plan);
+        CHECK(plan.output.shape == nnx::Shape{8, 16});
+        CHECK(plan.targets[0].partial.empty());
+        CHECK(plan.targets[1].partial == plan.targets[2].partial);
+        if (c == x && x.partial.empty() && y.dims[0] == x.dims[1] && y.partial.empty())
+          CHECK_FALSE(plan.communicates());
+      }
+  CHECK(plans > 100);
 }
 
 TEST_CASE("sum plans never communicate: summed axes become pending") {

@@ -86,12 +86,24 @@ int main(int argc, char** argv) {
                      },
                      [=] { return nnx::layer_norm(pa, pv, pv); },
                      [=] { return nnx::layer_norm(ma, mv, mv); }});
+    auto mask = a > 0;
+    auto pmask = nnx::Array(mask), mmask = on_mesh(mask);
+    cases.push_back({"greater", shape, [=] { return a > b; }, [=] { return pa > pb; },
+                     [=] { return ma > mb; }});
+    cases.push_back({"where", shape, [=] { return torch::where(mask, a, b); },
+                     [=] { return nnx::where(pmask, pa, pb); },
+                     [=] { return nnx::where(mmask, ma, mb); }});
     // Through the op planners: a split over 'x' is not replicated, even on a one-process axis.
     auto sa = nnx::device_put(a, {mesh, nnx::P("x", nnx::none)});
     cases.push_back({"matmul_planned", shape, [=] { return a.matmul(b); },
                      [=] { return nnx::matmul(pa, pb); }, [=] { return nnx::matmul(sa, mb); }});
     cases.push_back({"add_broadcast_planned", shape, [=] { return a + v; },
                      [=] { return pa + pv; }, [=] { return sa + mv; }});
+    cases.push_back({"add_sliced_planned", shape, [=] { return a + b; },
+                     [=] { return pa + pb; }, [=] { return sa + mb; }});
+    cases.push_back({"where_planned", shape, [=] { return torch::where(mask, a, v); },
+                     [=] { return nnx::where(pmask, pa, pv); },
+                     [=] { return nnx::where(mmask, sa, mv); }});
     cases.push_back({"sum_dim0_planned", shape, [=] { return a.sum(0); },
                      [=] { return nnx::sum(pa, {0}); }, [=] { return nnx::sum(sa, {0}); }});
   }
