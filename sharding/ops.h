@@ -101,10 +101,15 @@ inline Array operator>(const Array& a, double b) { return greater(a, b); }
 inline Array operator>=(const Array& a, double b) { return greater_equal(a, b); }
 
 // Reductions over dims (negative dims count from the end); a sharded dim reduces locally and
-// leaves a pending sum (sum, mean) or gathers first (max).
+// leaves a pending sum (sum, mean) or gathers first (max, min, argmax, argmin).
 Array sum(const Array& a, std::vector<int64_t> dims = {}, bool keepdim = false);
 Array mean(const Array& a, std::vector<int64_t> dims = {}, bool keepdim = false);
+// max and min split the gradient evenly among tied values (as JAX; LibTorch's max(dim) gives it
+// to one). argmax and argmin: the first index of the extreme value (NaN counts as extreme), int64.
 Array max(const Array& a, int64_t dim, bool keepdim = false);
+Array min(const Array& a, int64_t dim, bool keepdim = false);
+Array argmax(const Array& a, int64_t dim, bool keepdim = false);
+Array argmin(const Array& a, int64_t dim, bool keepdim = false);
 Array softmax(const Array& a, int64_t dim = -1);
 Array log_softmax(const Array& a, int64_t dim = -1);
 

@@ -1,5 +1,5 @@
 // Reductions and softmax: sum/mean run plan_sum's plan (each rank sums its block; the axes of
-// summed dims become pending sums); max and softmax need their dim whole.
+// summed dims become pending sums); max, min, argmax, argmin and softmax need their dim whole.
 #include <nnx/core/error.h>
 #include <nnx/sharding/op_plan.h>
 #include <nnx/sharding/ops.h>
@@ -54,14 +54,42 @@ Array mean(const Array& a, std::vector<int64_t> dims, bool keepdim) {
   return mul(sum(a, dims, keepdim), 1.0 / static_cast<double>(count));
 }
 
-Array max(const Array& a, int64_t dim, bool keepdim) {
-  dim = normalize_dim(dim, a.ndim(), "max");
+namespace {
+
+// fn(block, dim) reduces `dim` of a's block once the dim is whole (gathered where split).
+template <class Fn>
+Array reduce_whole_dim(const Array& a, int64_t dim, bool keepdim, const char* op, Fn fn) {
+  dim = normalize_dim(dim, a.ndim(), op);
   Array x = whole_dim(a, dim);
-  at::Tensor local = std::get<0>(x.local().max(dim, keepdim));
+  at::Tensor local = fn(x.local(), dim);
   if (!x.mesh()) return Array(local);
   // Laid out as a sum over the (now whole) dim would be: no pending sum arises.
   const Layout out = plan_sum(layout_of(x), {dim}, keepdim).output;
   return make_result(local, out.shape, x.mesh(), out.dims, out.partial);
+}
+
+}  // namespace
+
+// amax and amin split the gradient evenly among tied values, as JAX's max and min do.
+Array max(const Array& a, int64_t dim, bool keepdim) {
+  return reduce_whole_dim(a, dim, keepdim, "max", [keepdim](const at::Tensor& x, int64_t d) {
+    return x.amax(d, keepdim);
+  });
+}
+Array min(const Array& a, int64_t dim, bool keepdim) {
+  return reduce_whole_dim(a, dim, keepdim, "min", [keepdim](const at::Tensor& x, int64_t d) {
+    return x.amin(d, keepdim);
+  });
+}
+Array argmax(const Array& a, int64_t dim, bool keepdim) {
+  return reduce_whole_dim(a, dim, keepdim, "argmax", [keepdim](const at::Tensor& x, int64_t d) {
+    return x.argmax(d, keepdim);
+  });
+}
+Array argmin(const Array& a, int64_t dim, bool keepdim) {
+  return reduce_whole_dim(a, dim, keepdim, "argmin", [keepdim](const at::Tensor& x, int64_t d) {
+    return x.argmin(d, keepdim);
+  });
 }
 
 Array softmax(const Array& a, int64_t dim) {

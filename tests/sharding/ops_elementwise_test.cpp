@@ -317,18 +317,62 @@ TEST_CASE("sum over a sharded dim leaves a pending sum without communication",
   CHECK(kept.out.partial_axes().empty());
 }
 
-TEST_CASE("max over a sharded or unsharded dim is exact", "[ranks2][ranks4][ranks8]") {
+TEST_CASE("max, min, argmax and argmin over a sharded or unsharded dim are exact",
+          "[ranks2][ranks4][ranks8]") {
   const auto x = normal_values({8, 16}, 15);
+  // Whole numbers 0-2 as doubles: ties everywhere, where max and min split the gradient.
+  const auto tied = integer_values({8, 16}, 3, 16).to(torch::kDouble);
+  struct Reduce {
+    const char* name;
+    Array (*op)(const Array&, int64_t, bool);
+    at::Tensor (*oracle)(const at::Tensor&, int64_t, bool);
+  };
+  const Reduce reductions[] = {
+      {"max", nnx::max, [](const at::Tensor& t, int64_t d, bool k) { return t.amax(d, k); }},
+      {"min", nnx::min, [](const at::Tensor& t, int64_t d, bool k) { return t.amin(d, k); }},
+      {"argmax", nnx::argmax,
+       [](const at::Tensor& t, int64_t d, bool k) { return t.argmax(d, k); }},
+      {"argmin", nnx::argmin,
+       [](const at::Tensor& t, int64_t d, bool k) { return t.argmin(d, k); }},
+  };
   for (const auto& mesh : op_meshes())
-    for (const auto& in : layouts(x, *mesh, {.tuples = true}))
-      for (int64_t dim : {0, 1, -1})
-        for (bool keepdim : {false, true}) {
-          INFO("max(dim=" << dim << ", keepdim=" << keepdim << ")");
-          check_unary(
-              mesh, in, [&](const Array& a) { return nnx::max(a, dim, keepdim); },
-              [&](const at::Tensor& t) { return std::get<0>(t.max(dim, keepdim)); },
-              {.gathers = sharded_dim(in, dim)});
-        }
+    for (const auto& values : {x, tied})
+      for (const auto& in : layouts(values, *mesh, {.tuples = true}, /*partial=*/false))
+        for (int64_t dim : {0, 1, -1})
+          for (bool keepdim : {false, true})
+            for (const auto& r : reductions) {
+              INFO(r.name << "(dim=" << dim << ", keepdim=" << keepdim << ")");
+              check_unary(
+                  mesh, in, [&](const Array& a) { return r.op(a, dim, keepdim); },
+                  [&](const at::Tensor& t) { return r.oracle(t, dim, keepdim); },
+                  {.gathers = sharded_dim(in, dim)});
+            }
+  // Pending sums resolve first (values without ties: the pieces' sum is exact only so far).
+  for (const auto& mesh : op_meshes())
+    for (const auto& in : pending_sum_layouts(x, *mesh))
+      for (const auto& r : reductions) {
+        INFO(r.name << " of a pending sum");
+        check_unary(
+            mesh, in, [&](const Array& a) { return r.op(a, 1, false); },
+            [&](const at::Tensor& t) { return r.oracle(t, 1, false); },
+            {.gathers = sharded_dim(in, 1)});
+      }
+}
+
+TEST_CASE("max and min split the gradient among ties and argmax finds the first NaN, as JAX") {
+  // jax.grad(lambda v: jnp.max(v))([1, 1, 0]) is [0.5, 0.5, 0]; jnp.argmax([1, nan, 3, nan]) is 1.
+  const auto v = torch::tensor({1.0, 1.0, 0.0}, torch::kDouble).requires_grad_();
+  nnx::max(Array(v), 0).local().backward();
+  CHECK(torch::equal(v.grad(), torch::tensor({0.5, 0.5, 0.0}, torch::kDouble)));
+  const auto w = torch::tensor({0.0, 2.0, 0.0, 0.0}, torch::kDouble).requires_grad_();
+  nnx::min(Array(w), 0).local().backward();
+  CHECK(torch::allclose(w.grad(), torch::tensor({1.0, 0.0, 1.0, 1.0}, torch::kDouble) / 3.0));
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Array rows(torch::tensor({{1.0, nan, 3.0, nan}, {2.0, 2.0, 1.0, 1.0}}));
+  CHECK(torch::equal(nnx::argmax(rows, 1).local(), torch::tensor({1, 0})));
+  CHECK(torch::equal(nnx::argmin(rows, 1).local(), torch::tensor({1, 2})));
+  CHECK(std::isnan(nnx::max(rows, 1).local()[0].item<double>()));
+  CHECK(nnx::argmax(rows, 1, true).dtype() == torch::kLong);
 }
 
 TEST_CASE("softmax and log_softmax over sharded and unsharded dims are exact",
