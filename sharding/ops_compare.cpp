@@ -9,14 +9,16 @@
 #include <torch/types.h>
 
 #include <optional>
+#include <utility>
 
 namespace nnx {
 
 namespace {
 
+// Linear in neither operand: pending sums resolve first.
 template <class Fn>
 Array compared(const Array& a, const Array& b, const char* op, Fn fn) {
-  return detail::binary(detail::resolved(a), detail::resolved(b), Linearity::numerator, op, fn);
+  return detail::binary_resolved(a, b, op, std::move(fn));
 }
 
 // Whether where's operands need no rule: all on one mesh in one layout, without pending sums.

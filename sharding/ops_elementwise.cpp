@@ -28,12 +28,10 @@ Array div(const Array& a, const Array& b) {
 }
 // Neither is linear in a pending sum: both operands resolve first.
 Array maximum(const Array& a, const Array& b) {
-  return binary(resolved(a), resolved(b), Linearity::numerator, "maximum",
-                [](auto& x, auto& y) { return at::maximum(x, y); });
+  return binary_resolved(a, b, "maximum", [](auto& x, auto& y) { return at::maximum(x, y); });
 }
 Array minimum(const Array& a, const Array& b) {
-  return binary(resolved(a), resolved(b), Linearity::numerator, "minimum",
-                [](auto& x, auto& y) { return at::minimum(x, y); });
+  return binary_resolved(a, b, "minimum", [](auto& x, auto& y) { return at::minimum(x, y); });
 }
 Array add(const Array& a, double b) { return add(a, scalar_like(a, b)); }
 Array mul(const Array& a, double b) {

@@ -65,6 +65,15 @@ Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* 
   return planned_result(fn(la, lb), mesh, *plan);
 }
 
+// binary for ops linear in neither operand: pending sums resolve first (operands without one
+// are not copied).
+template <class Fn>
+Array binary_resolved(const Array& a, const Array& b, const char* op, Fn fn) {
+  if (a.partial_axes().empty() && b.partial_axes().empty())
+    return binary(a, b, Linearity::numerator, op, std::move(fn));
+  return binary(resolved(a), resolved(b), Linearity::numerator, op, std::move(fn));
+}
+
 // A unary op; `linear` ones (x * c) keep pending sums, others resolve them first.
 // `op` (the calling op, by default) labels a redistribution in NNX_LOG_REDISTRIBUTE's log.
 template <class Fn>
