@@ -72,8 +72,8 @@ OutputDims output_dims(std::initializer_list<const Layout*> operands) {
   OutputDims out{Shape(n, 1), std::vector<Axes>(n), {}};
   for (const Layout* x : operands) {
     const size_t offset = n - x->shape.size();
-    for (size_t i = 0; i < x->shape.size(); ++i)
-      out.shape[offset + i] = std::max(out.shape[offset + i], x->shape[i]);
+    for (size_t i = 0; i < x->shape.size(); ++i)  // the size other than 1 (0 included)
+      if (x->shape[i] != 1) out.shape[offset + i] = x->shape[i];
   }
   for (const Layout* x : operands) {
     const size_t offset = n - x->shape.size();

@@ -208,6 +208,15 @@ TEST_CASE("elementwise plans follow the add, mul and div tables on every layout 
   CHECK_THROWS_WITH(nnx::plan_elementwise("add", Layout::of({8, 16}, P()),
                                           Layout::of({8, 3}, P()), L::linear),
                     Contains("do not broadcast"));
+  // An empty dim stays empty, broadcast against 1 or not (numpy's rule).
+  CHECK(nnx::plan_elementwise("add", Layout::of({0, 16}, P(none, "a")),
+                              Layout::of({0, 16}, P(none, "a")), L::linear)
+            .output.shape == nnx::Shape{0, 16});
+  CHECK(nnx::plan_elementwise("mul", Layout::of({1, 16}, P()), Layout::of({0, 1}, P()),
+                              L::bilinear)
+            .output.shape == nnx::Shape{0, 16});
+  CHECK(nnx::plan_where(Layout::of({0, 1}, P()), Layout::of({16}, P("a")), Layout::of({1, 16}, P()))
+            .output.shape == nnx::Shape{0, 16});
 
   int plans = 0;
   for (const nnx::Shape& other : {nnx::Shape{8, 16}, nnx::Shape{16}, nnx::Shape{8, 1}})

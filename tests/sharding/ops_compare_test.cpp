@@ -238,6 +238,12 @@ TEST_CASE("where promotes as LibTorch, takes any condition dtype and names bad s
     const Array mixed = nnx::where(place(flags), place(ids) * 2.0, place(ids));
     CHECK(torch::equal(nnx::gather(mixed), torch::where(flags, ids * 2, ids)));
     CHECK(nnx::gather(nnx::logical_not(c)).equal(~flags));
+    // An empty dim stays empty, broadcast against 1 or not.
+    const Array empty = place(torch::zeros({0, 8}));
+    const Array picked = nnx::where(place(torch::zeros({0, 8}, torch::kBool)), empty, 1.0);
+    CHECK(picked.shape() == nnx::Shape{0, 8});
+    CHECK(nnx::gather(picked).sizes() == at::IntArrayRef{0, 8});
+    CHECK((empty + place(torch::ones({1, 8}))).shape() == nnx::Shape{0, 8});
   }
   const Array c(torch::ones({8, 16}, torch::kBool));
   CHECK_THROWS_WITH(nnx::where(c, Array(torch::zeros({7})), 0.0),
