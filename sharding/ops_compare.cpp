@@ -21,15 +21,6 @@ Array compared(const Array& a, const Array& b, const char* op, Fn fn) {
   return detail::binary_resolved(a, b, op, std::move(fn));
 }
 
-// Whether where's operands need no rule: all on one mesh in one layout, without pending sums.
-bool laid_out_alike(const Array& c, const Array& x, const Array& y) {
-  for (const Array* a : {&c, &x, &y})
-    if (a->mesh() != x.mesh() || !a->partial_axes().empty() || a->initializer() ||
-        !(a->layout() == x.layout() || (a->shape() == x.shape() && a->spec() == x.spec())))
-      return false;
-  return x.mesh() != nullptr;
-}
-
 }  // namespace
 
 Array equal(const Array& a, const Array& b) {
@@ -85,7 +76,8 @@ Array where(const Array& condition, const Array& x, const Array& y) {
   detail::check_broadcast(c, y, "where");
   detail::check_broadcast(x, y, "where");
   if (!c.mesh() && !x.mesh() && !y.mesh()) return Array(pick(c.local(), x.local(), y.local()));
-  if (laid_out_alike(c, x, y)) return x.with_local(pick(c.local(), x.local(), y.local()));
+  if (detail::laid_out_alike(x, c) && detail::laid_out_alike(x, y))  // no rule needed
+    return x.with_local(pick(c.local(), x.local(), y.local()));
   const auto& mesh = detail::common_mesh({&c, &x, &y}, "where");
   if (detail::all_replicated({&c, &x, &y}))
     return detail::replicated_result(

@@ -29,15 +29,20 @@ at::Tensor broadcast_by_torch(const Array& a0, const Array& b0, const char* op, 
   }
 }
 
+// Whether b lies on a's mesh in a's layout, neither holding a pending sum: an op on their blocks
+// is then laid out as a (whose initializer, which with_local would drop, must be null).
+inline bool laid_out_alike(const Array& a, const Array& b) {
+  return a.mesh() && a.mesh() == b.mesh() && a.partial_axes().empty() &&
+         b.partial_axes().empty() && !a.initializer() &&
+         (a.layout() == b.layout() || (a.shape() == b.shape() && a.spec() == b.spec()));
+}
+
 // fn(a, b) on local blocks, a0 and b0 laid out first as plan_elementwise(op, linearity) says.
 template <class Fn>
 Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* op, Fn fn) {
   // The common case first: operands laid out alike need no rule (the result is laid out as
   // they are), so it costs what the LibTorch op costs.
-  if (a0.mesh() && a0.mesh() == b0.mesh() && a0.partial_axes().empty() &&
-      b0.partial_axes().empty() && !a0.initializer() &&
-      (a0.layout() == b0.layout() || (a0.shape() == b0.shape() && a0.spec() == b0.spec())))
-    return a0.with_local(fn(a0.local(), b0.local()));
+  if (laid_out_alike(a0, b0)) return a0.with_local(fn(a0.local(), b0.local()));
   if (!a0.mesh() && !b0.mesh() && a0.defined() && b0.defined()) {
     at::Tensor out = broadcast_by_torch(a0, b0, op, fn, a0.local(), b0.local());
     // Not broadcast: the result shares a0's layout.
