@@ -3,6 +3,7 @@
 #include <nnx/core/error.h>
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/detail/elementwise.h>
+#include <nnx/sharding/detail/jax_gradients.h>
 
 #include <torch/types.h>
 
@@ -65,7 +66,7 @@ Array power(const Array& a, double exponent) {
   return unary(a, false, [exponent](const at::Tensor& x) { return x.pow(exponent); });
 }
 Array sqrt(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.sqrt(); }); }
-Array abs(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.abs(); }); }
+Array abs(const Array& a) { return unary(a, false, abs_with_jax_gradient); }
 Array sin(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.sin(); }); }
 Array cos(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.cos(); }); }
 Array softplus(const Array& a) {
@@ -84,12 +85,16 @@ Array clip(const Array& a, std::optional<double> min, std::optional<double> max)
                                     "everywhere: swap the bounds",
                                     *min, *max));
   if (!min && !max) return a;
-  // Whole-number bounds keep an integer array's dtype, as in JAX.
-  auto bound = [](std::optional<double> v) -> std::optional<at::Scalar> {
-    return v ? std::optional<at::Scalar>(promoting_scalar(*v)) : std::nullopt;
-  };
-  return unary(a, false, [lo = bound(min), hi = bound(max)](const at::Tensor& x) {
-    return at::clamp(x, lo, hi);
+  // Bounds as tensors: LibTorch then splits the gradient at a bound in half, as jnp.clip's
+  // maximum and minimum do (scalar bounds would drop it). Whole-number bounds keep an integer
+  // array's dtype, as in JAX.
+  return unary(a, false, [min, max](const at::Tensor& x) {
+    auto bound = [&x](std::optional<double> v) -> std::optional<at::Tensor> {
+      if (!v) return std::nullopt;
+      const at::Scalar s = promoting_scalar(*v);
+      return at::scalar_tensor(s, x.options().dtype(at::result_type(x, s)));
+    };
+    return at::clamp(x, bound(min), bound(max));
   });
 }
 

@@ -375,6 +375,28 @@ TEST_CASE("max and min split the gradient among ties and argmax finds the first 
   CHECK(nnx::argmax(rows, 1, true).dtype() == torch::kLong);
 }
 
+TEST_CASE("abs and clip take JAX's gradient at their kinks, where LibTorch's differs") {
+  // jax.grad(lambda v: jnp.sum(jnp.abs(v)))([0, -0, nan, -1, inf, -inf]) is [1, 1, -1, -1, 1, -1]
+  // (LibTorch's sign gives 0 at 0 and NaN), and the value keeps |-0| = +0.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const auto v = torch::tensor({0.0, -0.0, nan, -1.0, inf, -inf}, torch::kDouble).requires_grad_();
+  const at::Tensor magnitude = nnx::abs(Array(v)).local();
+  CHECK_FALSE(std::signbit(magnitude[1].item<double>()));
+  magnitude.sum().backward();
+  CHECK(torch::equal(v.grad(), torch::tensor({1.0, 1.0, -1.0, -1.0, 1.0, -1.0}, torch::kDouble)));
+  // jnp.clip(v, -0.5, 0.5) is maximum then minimum: half the gradient on a bound, 1 inside,
+  // 0 outside (LibTorch's clamp with scalar bounds gives 0 on a bound); one-sided alike.
+  const auto w = torch::tensor({-0.5, 0.5, 0.0, -1.0, 1.0}).requires_grad_();
+  nnx::clip(Array(w), -0.5, 0.5).local().sum().backward();
+  CHECK(torch::equal(w.grad(), torch::tensor({0.5, 0.5, 1.0, 0.0, 0.0})));
+  const auto u = torch::tensor({0.25, 0.5, 0.0}).requires_grad_();
+  nnx::clip(Array(u), 0.25).local().sum().backward();
+  CHECK(torch::equal(u.grad(), torch::tensor({0.5, 1.0, 0.0})));
+  // Without gradients, abs is LibTorch's own, integers included.
+  CHECK(torch::equal(nnx::abs(Array(torch::tensor({-3, 0, 2}))).local(), torch::tensor({3, 0, 2})));
+}
+
 TEST_CASE("softmax and log_softmax over sharded and unsharded dims are exact",
           "[ranks2][ranks4][ranks8]") {
   const auto x = normal_values({8, 16}, 16) * 3;
