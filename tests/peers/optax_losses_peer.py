@@ -5,7 +5,6 @@ split over the mesh.
 Usage: optax_losses_peer.py --values-bin build/tests/optax_losses_values --mpirun mpirun
        --workdir DIR
 """
-import json
 import os
 import sys
 
@@ -15,7 +14,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
-from peer_common import parse_args, run  # noqa: E402
+from peer_common import parse_args, run, write_inputs  # noqa: E402
 
 RANK_TIMEOUT_S = 300
 ROWS, CLASSES = 8, 10
@@ -56,14 +55,8 @@ LOSSES = {
 
 def main():
     args = parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
     data = inputs()
-    for name, value in data.items():
-        value.tofile(os.path.join(args.workdir, name + ".bin"))
-    with open(os.path.join(args.workdir, "inputs.json"), "w") as f:
-        json.dump({"inputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)}
-                              for k, v in data.items()},
-                   "losses": {k: list(v[0]) for k, v in LOSSES.items()}}, f)
+    write_inputs(args.workdir, data, losses={k: list(v[0]) for k, v in LOSSES.items()})
     runs = {"1rank": [args.values_bin, args.workdir, "1rank"],
             "2ranks": [args.mpirun, "-np", "2", "--oversubscribe", args.values_bin, args.workdir,
                        "2ranks"]}

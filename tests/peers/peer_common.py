@@ -1,5 +1,7 @@
 """What the live peers share: their command line, and running nnx's half of a comparison."""
 import argparse
+import json
+import os
 import subprocess
 
 
@@ -21,3 +23,14 @@ def run(cmd, timeout_s):
     if done.returncode != 0:
         print(done.stdout + done.stderr)
         raise SystemExit(f"FAIL {cmd[0]} exited {done.returncode}")
+
+
+def write_inputs(workdir, data, **listed):
+    """Writes each numpy array of `data` as workdir/NAME.bin (raw) and workdir/inputs.json naming
+    their shapes and dtypes, with the `listed` entries beside them."""
+    os.makedirs(workdir, exist_ok=True)
+    for name, value in data.items():
+        value.tofile(os.path.join(workdir, name + ".bin"))
+    with open(os.path.join(workdir, "inputs.json"), "w") as f:
+        json.dump({"inputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)}
+                              for k, v in data.items()}, **listed}, f)
