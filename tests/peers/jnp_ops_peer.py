@@ -1,8 +1,8 @@
 """Live comparison of nnx's ops with jax.numpy's, in float32: every case's value and the gradient
 of a loss of its output (see COTANGENT_SHIFT) with respect to the inputs it lists, on 1 rank and
-on 4 ranks (mesh (2, 2)), each in six layout rounds that split the inputs differently. The inputs hold ties
-(quarter values), NaN, infinities and -0.0, where the two libraries' conventions can part:
-ties in max, clip's bounds, abs at zero, NaN in argmax and comparisons.
+on 4 ranks (mesh (2, 2)), each in six layout rounds that split the inputs differently. The
+inputs hold ties (quarter values), NaN, infinities and -0.0, where the two libraries'
+conventions can part: ties in max, clip's bounds, abs at zero, NaN in argmax and comparisons.
 
 Usage: jnp_ops_peer.py --values-bin build/tests/jnp_ops_values --mpirun mpirun --workdir DIR
 """
