@@ -1,8 +1,9 @@
-"""Live comparison of nnx's ops with jax.numpy's, in float32: every case's value and the gradient
-of a loss of its output (see COTANGENT_SHIFT) with respect to the inputs it lists, on 1 rank and
-on 4 ranks (mesh (2, 2)), each in six layout rounds that split the inputs differently. The
-inputs hold ties (quarter values), NaN, infinities and -0.0, where the two libraries'
-conventions can part: ties in max, clip's bounds, abs at zero, NaN in argmax and comparisons.
+"""Live comparison of nnx's ops with jax.numpy's (its norms with Flax's), in float32: every
+case's value and the gradient of a loss of its output (see COTANGENT_SHIFT) with respect to the
+inputs it lists, on 1 rank and on 4 ranks (mesh (2, 2)), each in six layout rounds that split
+the inputs differently. The inputs hold ties (quarter values), NaN, infinities and -0.0, where
+the two libraries' conventions can part: ties in max, clip's bounds, abs at zero, NaN in argmax
+and comparisons.
 
 Usage: jnp_ops_peer.py --values-bin build/tests/jnp_ops_values --mpirun mpirun --workdir DIR
 """
@@ -14,6 +15,11 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from flax import nnx  # noqa: E402
+
+# float64 for the exact results that some cases' bounds measure jax's own error against; the
+# float32 inputs keep every other computation in float32.
+jax.config.update("jax_enable_x64", True)
 from peer_common import parse_args, run, write_inputs  # noqa: E402
 
 RANK_TIMEOUT_S = 600
@@ -26,6 +32,8 @@ ULPS = 4
 # cotangent (output + shift) is nonzero where an output is 0 (abs's and relu's kinks) or a
 # quarter value.
 COTANGENT_SHIFT = 0.375
+# jax_error's allowance: nnx's distance from jax at most this many times jax's own error.
+JAX_ERROR_FACTOR = 4
 
 
 def quarters(rng, shape):
@@ -52,10 +60,46 @@ def inputs():
         "pos": np.abs(x) + np.float32(0.25),
         "xn": xn,
         "w": rng.standard_normal((12, 6)).astype(np.float32),
+        "scale": quarters(rng, (12,)),
+        "bias": quarters(rng, (12,)),
+        "q": rng.standard_normal((4, 4, 8, 8)).astype(np.float32),
+        "k": rng.standard_normal((4, 4, 8, 8)).astype(np.float32),
+        "v": rng.standard_normal((4, 4, 8, 8)).astype(np.float32),
+        "image": rng.standard_normal((2, 6, 6, 3)).astype(np.float32),
+        "kernel": rng.standard_normal((3, 3, 3, 4)).astype(np.float32),
+        "ids": np.array([3, 0, 11, 3, 5, 3, 7, 0], dtype=np.int64),  # repeats sum their rows
     }
 
 
-def matmul_error(data):
+def layer_norm(d):
+    """Flax's LayerNorm over x's last dim, with the inputs' scale and bias."""
+    norm = nnx.LayerNorm(12, epsilon=1e-6, dtype=d["x"].dtype, param_dtype=d["x"].dtype,
+                         rngs=nnx.Rngs(0))
+    norm.scale.value, norm.bias.value = d["scale"], d["bias"]
+    return norm(d["x"])
+
+
+def rms_norm(d):
+    norm = nnx.RMSNorm(12, epsilon=1e-6, dtype=d["x"].dtype, param_dtype=d["x"].dtype,
+                       rngs=nnx.Rngs(0))
+    norm.scale.value = d["scale"]
+    return norm(d["x"])
+
+
+def attention(d, causal=False):
+    """jax.nn's attention takes [batch, sequence, heads, head dim]; nnx's heads come second."""
+    def swap(t):
+        return jnp.swapaxes(t, 1, 2)
+    return swap(jax.nn.dot_product_attention(swap(d["q"]), swap(d["k"]), swap(d["v"]),
+                                             is_causal=causal))
+
+
+def conv(d, strides, padding):
+    return jax.lax.conv_general_dilated(d["image"], d["kernel"], strides, padding,
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+
+def matmul_error(data, case):
     """What x @ w and its gradients may differ by beyond ULPS, per element: each side's dot
     products sum in their own order, within K eps of the sum of their terms' magnitudes (K terms,
     Higham's bound), and the gradients' cotangent carries the value's error."""
@@ -69,9 +113,20 @@ def matmul_error(data):
             "grad_w": 2 * m * eps * (np.abs(x).T @ cotangent) + np.abs(x).T @ value}
 
 
-# Each case: jnp's function of the inputs, the inputs to differentiate (none for bool and
+def jax_error(data, case):
+    """For ops that sum many rounded terms (softmax of dot products, convolutions, norms): each
+    part's bound adds JAX_ERROR_FACTOR times jax's own float32 error, its largest distance from
+    the float64 result, so nnx must be about as accurate as jax."""
+    exact = parts_of(case, {k: jnp.asarray(v.astype(np.float64) if v.dtype == np.float32 else v)
+                            for k, v in data.items()})
+    single = parts_of(case, {k: jnp.asarray(v) for k, v in data.items()})
+    return {part: JAX_ERROR_FACTOR * float(np.max(np.abs(single[part] - exact[part])))
+            for part in exact}
+
+
+# Each case: the peer's function of the inputs, the inputs to differentiate (none for bool and
 # integer results, and for inputs holding NaN), and where the bound has more to it than ULPS,
-# a function of the inputs giving each part's additional error.
+# a function (data, case) giving each part's additional error.
 CASES = {
     "add": (lambda d: d["x"] + d["y"], ["x", "y"]),
     "sub_row": (lambda d: d["x"] - d["b"], ["x", "b"]),
@@ -150,24 +205,34 @@ CASES = {
     "concatenate1": (lambda d: jnp.concatenate([d["x"], d["y"]], 1), ["x", "y"]),
     "slice": (lambda d: d["x"][:, 2:10], ["x"]),
     "select": (lambda d: d["x"][3], ["x"]),
+    "layer_norm": (layer_norm, ["x", "scale", "bias"], jax_error),
+    "rms_norm": (rms_norm, ["x", "scale"], jax_error),
+    "attention": (attention, ["q", "k", "v"], jax_error),
+    "attention_causal": (lambda d: attention(d, causal=True), ["q", "k", "v"], jax_error),
+    "embedding_lookup": (lambda d: jnp.take(d["w"], d["ids"], axis=0), ["w"]),
+    "conv_same": (lambda d: conv(d, (1, 1), "SAME"), ["image", "kernel"], jax_error),
+    "conv_valid_stride2": (lambda d: conv(d, (2, 2), "VALID"), ["image", "kernel"], jax_error),
 }
 
 
+def parts_of(case, d):
+    """A case's value and gradients on the inputs d, as numpy arrays."""
+    fn, grads = case[0], case[1]
+    parts = {"value": np.asarray(fn(d))}
+    if grads:
+        def loss(*args):
+            out = fn({**d, **dict(zip(grads, args))})
+            return 0.5 * jnp.sum(jnp.square(out)) + COTANGENT_SHIFT * jnp.sum(out)
+        for g, value in zip(grads, jax.grad(loss, tuple(range(len(grads))))(
+                *[d[g] for g in grads])):
+            parts["grad_" + g] = np.asarray(value)
+    return parts
+
+
 def expected(data):
-    """Per case, jnp's value and gradients, as numpy arrays."""
+    """Per case, the peer's value and gradients."""
     d = {k: jnp.asarray(v) for k, v in data.items()}
-    out = {}
-    for name, (fn, grads, *_) in CASES.items():
-        want = {"value": np.asarray(fn(d))}
-        if grads:
-            def loss(*args, fn=fn, grads=grads):
-                out = fn({**d, **dict(zip(grads, args))})
-                return 0.5 * jnp.sum(jnp.square(out)) + COTANGENT_SHIFT * jnp.sum(out)
-            for g, value in zip(grads, jax.grad(loss, tuple(range(len(grads))))(
-                    *[d[g] for g in grads])):
-                want["grad_" + g] = np.asarray(value)
-        out[name] = want
-    return out
+    return {name: parts_of(case, d) for name, case in CASES.items()}
 
 
 def mismatch(got, want, error=0.0):
@@ -201,7 +266,8 @@ def main():
     for tag, cmd in runs.items():
         run(cmd, RANK_TIMEOUT_S)
         for name, parts in want.items():
-            errors = CASES[name][2](data) if len(CASES[name]) > 2 else {}
+            case = CASES[name]
+            errors = case[2](data, case) if len(case) > 2 else {}
             worst, bad = 0.0, []
             for r in range(ROUNDS):
                 for part, w in parts.items():

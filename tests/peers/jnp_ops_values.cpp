@@ -1,9 +1,10 @@
-// The nnx half of the live comparison of ops with jax.numpy (tests/peers/jnp_ops_peer.py writes
-// the inputs, runs jnp and compares). Usage: jnp_ops_values DIR TAG. Reads DIR/inputs.json and
-// the float32 inputs it names. The mesh is (a, b) over the ranks, and each layout round lays
-// every input out another way (kRounds); per round and case it writes on rank 0 the op's value
-// and, for each input the case lists, the gradient of 0.5 sum(out^2) + 0.375 sum(out) (the
-// peer's COTANGENT_SHIFT), as DIR/<TAG>_<round>_<case>_value.bin and ..._grad_<input>.bin.
+// The nnx half of the live comparison of ops with jax.numpy and Flax (tests/peers/jnp_ops_peer.py
+// writes the inputs, runs the peers and compares). Usage: jnp_ops_values DIR TAG. Reads
+// DIR/inputs.json and the inputs it names (float32, and int64 ids). The mesh is (a, b) over the
+// ranks, and each layout round lays every input out another way (kRounds); per round and case it
+// writes on rank 0 the op's value and, for each input the case lists, the gradient of
+// 0.5 sum(out^2) + 0.375 sum(out) (the peer's COTANGENT_SHIFT), as
+// DIR/<TAG>_<round>_<case>_value.bin and ..._grad_<input>.bin.
 #include "raw_files.h"
 
 #include <nnx/nnx.h>
@@ -37,9 +38,19 @@ struct Inputs : nnx::Module {
   nnx::Param NNX_FIELD(pos);  // [8, 12], positive
   nnx::Param NNX_FIELD(xn);   // [8, 12], with NaN, +-inf and -0.0
   nnx::Param NNX_FIELD(w);    // [12, 6]
+  nnx::Param NNX_FIELD(scale);  // [12] and [12]: a norm's over x's last dim
+  nnx::Param NNX_FIELD(bias);
+  nnx::Param NNX_FIELD(q);  // [4, 4, 8, 8]: batch, heads, sequence, head dim
+  nnx::Param NNX_FIELD(k);
+  nnx::Param NNX_FIELD(v);
+  nnx::Param NNX_FIELD(image);   // [2, 6, 6, 3]: NHWC
+  nnx::Param NNX_FIELD(kernel);  // [3, 3, 3, 4]: HWIO
+  Array ids;                     // [8] int64 rows of w
   explicit Inputs(const std::map<std::string, Array>& in)
       : x(in.at("x")), y(in.at("y")), b(in.at("b")), c(in.at("c")), pos(in.at("pos")),
-        xn(in.at("xn")), w(in.at("w")) {}
+        xn(in.at("xn")), w(in.at("w")), scale(in.at("scale")), bias(in.at("bias")),
+        q(in.at("q")), k(in.at("k")), v(in.at("v")), image(in.at("image")),
+        kernel(in.at("kernel")), ids(in.at("ids")) {}
 };
 
 using Case = std::function<Array(const Inputs&)>;
@@ -138,18 +149,37 @@ const std::map<std::string, Case>& cases() {
       {"concatenate1", [](auto& m) { return nnx::concatenate({m.x.value(), m.y.value()}, 1); }},
       {"slice", [](auto& m) { return nnx::slice(m.x.value(), 1, 2, 10); }},
       {"select", [](auto& m) { return nnx::select(m.x.value(), 0, 3); }},
+      // Layers' math.
+      {"layer_norm",
+       [](auto& m) { return nnx::layer_norm(m.x.value(), m.scale.value(), m.bias.value()); }},
+      {"rms_norm", [](auto& m) { return nnx::rms_norm(m.x.value(), m.scale.value()); }},
+      {"attention",
+       [](auto& m) { return nnx::dot_product_attention(m.q.value(), m.k.value(), m.v.value()); }},
+      {"attention_causal",
+       [](auto& m) {
+         return nnx::dot_product_attention(m.q.value(), m.k.value(), m.v.value(), true);
+       }},
+      {"embedding_lookup", [](auto& m) { return nnx::embedding_lookup(m.w.value(), m.ids); }},
+      {"conv_same", [](auto& m) { return nnx::conv2d(m.image.value(), m.kernel.value()); }},
+      {"conv_valid_stride2",
+       [](auto& m) {
+         return nnx::conv2d(m.image.value(), m.kernel.value(), {2, 2}, "VALID");
+       }},
   };
   return all;
 }
 
-// Per round, the spec of a 2-d input and of a 1-d one; a dim its axes do not divide stays whole.
-const std::vector<std::pair<std::vector<SpecEntry>, std::vector<SpecEntry>>> kRounds{
-    {{"a", "b"}, {"a"}},
-    {{"b", "a"}, {"b"}},
-    {{none, "a"}, {none}},
-    {{{"a", "b"}, none}, {{"a", "b"}}},
-    {{}, {}},
-    {{none, {"b", "a"}}, {{"b", "a"}}},
+// Per round, the specs of inputs of 1, 2 and 4 dims; a dim its axes do not divide stays whole.
+struct Round {
+  std::vector<SpecEntry> one, two, four;
+};
+const std::vector<Round> kRounds{
+    {{"a"}, {"a", "b"}, {"a", "b", none, none}},
+    {{"b"}, {"b", "a"}, {"b", none, "a", none}},
+    {{none}, {none, "a"}, {none, "a", none, "b"}},
+    {{{"a", "b"}}, {{"a", "b"}, none}, {{"a", "b"}, none, none, none}},
+    {{}, {}, {}},
+    {{{"b", "a"}}, {none, {"b", "a"}}, {none, {"b", "a"}, none, none}},
 };
 
 nnx::PartitionSpec spec_for(const std::vector<SpecEntry>& round, const std::vector<int64_t>& shape,
@@ -179,8 +209,10 @@ int main(int argc, char** argv) {
     std::map<std::string, Array> placed;
     for (const auto& [name, in] : spec["inputs"].items()) {
       const auto shape = in["shape"].get<std::vector<int64_t>>();
-      const auto& entries = shape.size() == 1 ? kRounds[round].second : kRounds[round].first;
-      placed[name] = nnx::device_put(read_raw(dir + "/" + name + ".bin", shape, torch::kFloat),
+      const Round& r = kRounds[round];
+      const auto& entries = shape.size() == 1 ? r.one : shape.size() == 2 ? r.two : r.four;
+      const auto dtype = in["dtype"] == "int64" ? torch::kLong : torch::kFloat;
+      placed[name] = nnx::device_put(read_raw(dir + "/" + name + ".bin", shape, dtype),
                                      {mesh, spec_for(entries, shape, *mesh)});
     }
     Inputs inputs(placed);
