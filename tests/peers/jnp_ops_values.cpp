@@ -149,6 +149,11 @@ const std::map<std::string, Case>& cases() {
       {"concatenate1", [](auto& m) { return nnx::concatenate({m.x.value(), m.y.value()}, 1); }},
       {"slice", [](auto& m) { return nnx::slice(m.x.value(), 1, 2, 10); }},
       {"select", [](auto& m) { return nnx::select(m.x.value(), 0, 3); }},
+      // Chains, where a pending sum of the product (a split inner dim) flows into the next op.
+      {"matmul_softmax",
+       [](auto& m) { return nnx::softmax(nnx::matmul(m.x.value(), m.w.value()), 1); }},
+      {"matmul_relu_max",
+       [](auto& m) { return nnx::max(nnx::relu(nnx::matmul(m.x.value(), m.w.value())), 0); }},
       // Layers' math.
       {"layer_norm",
        [](auto& m) { return nnx::layer_norm(m.x.value(), m.scale.value(), m.bias.value()); }},
