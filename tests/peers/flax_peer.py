@@ -1,7 +1,8 @@
 """Live comparison with Flax NNX itself (CPU, 8 fake devices): the seed-003 DotReluDot guide's
 five Adam losses against nnx on 1 and 8 ranks, meshes (2,4) and (4,2), at relative 1e-5; and
 the initial state of every layer nnx has a Flax twin for, built with Rngs(0), value for value;
-and 2^20 samples of jax.random's normal, truncated_normal and uniform, bit for bit.
+those layers' outputs and parameter gradients on the same inputs, at relative 1e-5; and 2^20
+samples of jax.random's normal, truncated_normal and uniform, bit for bit.
 
 Usage: flax_peer.py --values-bin build/tests/flax_peer_values --mpirun mpirun --workdir DIR
 """
@@ -120,6 +121,87 @@ def compare_layers(nnx_doc):
             check(same, f"{name}.{path} {list(b.shape)}: equal to Flax's (max |diff| {diff:.3g})")
 
 
+def forward_loss(y):
+    """flax_peer_values's loss of a layer's output."""
+    return 0.5 * jnp.sum(jnp.square(y)) + 0.375 * jnp.sum(y)
+
+
+def flax_forward(module, call):
+    """The layer's output and its parameters' gradients for forward_loss, as numpy arrays."""
+    def loss_fn(m):
+        y = call(m)
+        return forward_loss(y), y
+    (_, y), grads = nnx.value_and_grad(loss_fn, has_aux=True)(module)
+    flat = nnx.to_flat_state(grads)
+    return np.asarray(y), {".".join(str(k) for k in path): np.asarray(v.get_value())
+                           for path, v in flat}
+
+
+def flax_forwards():
+    """Flax's outputs and gradients of the layers flax_peer_values's forward mode calls."""
+    r = lambda: nnx.Rngs(0)  # noqa: E731
+    x = lambda *shape: jax.random.normal(jax.random.key(3), shape)  # noqa: E731
+    out = {}
+    out["Linear"] = flax_forward(nnx.Linear(16, 32, rngs=r()), lambda m: m(x(3, 16)))
+    embed = nnx.Embed(10, 8, rngs=r())
+    out["Embed"] = flax_forward(embed, lambda m: m(jnp.array([1, 3, 3, 9, 0])))
+    out["Embed.attend"] = flax_forward(embed, lambda m: m.attend(x(2, 8)))
+    out["Conv"] = flax_forward(nnx.Conv(3, 8, (3, 3), rngs=r()), lambda m: m(x(2, 6, 6, 3)))
+    strided = nnx.Conv(3, 8, (3, 3), strides=(2, 2), padding="VALID", rngs=r())
+    out["Conv.strided"] = flax_forward(strided, lambda m: m(x(2, 7, 7, 3)))
+    out["LayerNorm"] = flax_forward(nnx.LayerNorm(6, rngs=r()), lambda m: m(x(4, 6)))
+    out["RMSNorm"] = flax_forward(nnx.RMSNorm(6, rngs=r()), lambda m: m(x(4, 6)))
+    norm = nnx.BatchNorm(6, rngs=r())
+    out["BatchNorm"] = flax_forward(norm, lambda m: m(x(4, 6)))
+    out["BatchNorm.state"] = {"mean": np.asarray(norm.mean.get_value()),
+                              "var": np.asarray(norm.var.get_value())}
+    norm.eval()
+    out["BatchNorm.eval"] = flax_forward(norm, lambda m: m(x(4, 6)))
+    mha = nnx.MultiHeadAttention(4, 16, decode=False, rngs=r())
+    out["MultiHeadAttention"] = flax_forward(mha, lambda m: m(x(2, 5, 16)))
+    causal = nnx.make_causal_mask(jnp.ones((2, 5)))
+    out["MultiHeadAttention.causal"] = flax_forward(mha, lambda m: m(x(2, 5, 16), mask=causal))
+    out["LinearGeneral"] = flax_forward(nnx.LinearGeneral(16, (4, 4), rngs=r()),
+                                        lambda m: m(x(3, 16)))
+    out["Sequential"] = flax_forward(sequential(r()), lambda m: m(x(3, 4)))
+    out["LoRA"] = flax_forward(nnx.LoRA(8, 2, 12, rngs=r()), lambda m: m(x(3, 8)))
+    out["LoRALinear"] = flax_forward(nnx.LoRALinear(8, 12, lora_rank=2, rngs=r()),
+                                     lambda m: m(x(3, 8)))
+    return out
+
+
+def close(got, want):
+    """Within 1e-5 of the largest of |want| and 1, as the losses are: the two libraries sum
+    their products in their own orders."""
+    if got.shape != want.shape:
+        return False, float("nan")
+    diff = float(np.max(np.abs(got - want), initial=0.0))
+    return diff <= 1e-5 * max(1.0, float(np.max(np.abs(want), initial=0.0))), diff
+
+
+def compare_forwards(nnx_doc):
+    for name, want in flax_forwards().items():
+        if name == "BatchNorm.state":
+            got = {e["path"]: np.asarray(e["value"], dtype=np.float32).reshape(e["shape"])
+                   for e in nnx_doc[name] if e["kind"] == "BatchStat"}
+            for path, value in want.items():
+                ok, diff = close(got.get(path, np.array([])), value)
+                check(ok, f"BatchNorm's running {path} after a training call: equal to Flax's "
+                          f"(max |diff| {diff:.3g})")
+            continue
+        want_y, want_grads = want
+        doc = nnx_doc[name]
+        ok, diff = close(np.asarray(doc["output"], dtype=np.float32).reshape(doc["shape"]), want_y)
+        check(ok, f"{name}: output {list(want_y.shape)} equal to Flax's (max |diff| {diff:.3g})")
+        got = {e["path"]: np.asarray(e["value"], dtype=np.float32).reshape(e["shape"])
+               for e in doc["grads"]}
+        check(sorted(got) == sorted(want_grads),
+              f"{name}: gradient paths nnx {sorted(got)} vs Flax {sorted(want_grads)}")
+        for path in sorted(set(got) & set(want_grads)):
+            ok, diff = close(got[path], want_grads[path])
+            check(ok, f"{name}: gradient of {path} equal to Flax's (max |diff| {diff:.3g})")
+
+
 def compare_random(workdir):
     n = 1 << 20
     expected = {
@@ -149,6 +231,11 @@ def main():
     run([args.values_bin, "layers", layers_file])
     with open(layers_file) as f:
         compare_layers(json.load(f))
+
+    forward_file = os.path.join(args.workdir, "forward.json")
+    run([args.values_bin, "forward", forward_file])
+    with open(forward_file) as f:
+        compare_forwards(json.load(f))
 
     run([args.values_bin, "random", args.workdir])
     compare_random(args.workdir)

@@ -1,6 +1,7 @@
 // The nnx half of the live Flax comparison (tests/peers/flax_peer.py runs the Flax half and
 // compares). Modes, each writing JSON to `out` on rank 0:
 //   layers OUT                 every layer with a Flax twin, built with Rngs(0): its state's values
+//   forward OUT                those layers called: outputs and their parameters' gradients
 //   dot_relu_dot D M OUT       the seed-003 guide on a (data D, model M) mesh: 5 Adam steps of MSE
 //   random DIR                 2^20 samples each of normal, truncated_normal and uniform (raw f32)
 #include <nnx/nnx.h>
@@ -68,6 +69,85 @@ nlohmann::json layers() {
   return doc;
 }
 
+// The layer's output on x, and the gradients of its parameters for the loss
+// 0.5 sum(y^2) + 0.375 sum(y) (flax_peer.py's forward_loss).
+template <class M, class Call>
+nlohmann::json forward(M& layer, const Call& call) {
+  nnx::Array out;
+  auto [loss, grads] = nnx::value_and_grad(
+      [&](M& m) {
+        out = call(m);
+        return nnx::sum(nnx::square(out)) * 0.5 + nnx::sum(out) * 0.375;
+      },
+      layer);
+  const at::Tensor y = nnx::gather(out).detach().contiguous().to(torch::kFloat);
+  return {{"output", std::vector<float>(y.data_ptr<float>(), y.data_ptr<float>() + y.numel())},
+          {"shape", y.sizes().vec()},
+          {"grads", grads.to_json(/*with_values=*/true)}};
+}
+
+// Each layer of `layers` built with Rngs(0), called on inputs drawn with jax.random's normal
+// (key 3): outputs and gradients; for BatchNorm also its running averages after the training
+// call, and its output in eval mode.
+nlohmann::json forwards() {
+  auto input = [](nnx::Shape shape) {
+    return nnx::Array(nnx::random::normal(nnx::random::key(3), shape));
+  };
+  nlohmann::json doc;
+  const nnx::Array x16 = input({3, 16}), x6 = input({4, 6}), x8 = input({3, 8});
+  {
+    nnx::Linear layer(16, 32, nnx::Rngs(0));
+    doc["Linear"] = forward(layer, [&](auto& m) { return m(x16); });
+  }
+  {
+    nnx::Embed layer(10, 8, nnx::Rngs(0));
+    const nnx::Array ids(torch::tensor({1, 3, 3, 9, 0}));
+    doc["Embed"] = forward(layer, [&](auto& m) { return m(ids); });
+    doc["Embed.attend"] = forward(layer, [&](auto& m) { return m.attend(input({2, 8})); });
+  }
+  {
+    nnx::Conv layer(3, 8, {3, 3}, nnx::Rngs(0));
+    doc["Conv"] = forward(layer, [&](auto& m) { return m(input({2, 6, 6, 3})); });
+    nnx::Conv strided(3, 8, {3, 3}, nnx::Rngs(0), {.strides = {2, 2}, .padding = "VALID"});
+    doc["Conv.strided"] = forward(strided, [&](auto& m) { return m(input({2, 7, 7, 3})); });
+  }
+  {
+    nnx::LayerNorm layer(6, nnx::Rngs(0));
+    doc["LayerNorm"] = forward(layer, [&](auto& m) { return m(x6); });
+    nnx::RMSNorm rms(6, nnx::Rngs(0));
+    doc["RMSNorm"] = forward(rms, [&](auto& m) { return m(x6); });
+  }
+  {
+    nnx::BatchNorm layer(6, nnx::Rngs(0));
+    doc["BatchNorm"] = forward(layer, [&](auto& m) { return m(x6); });
+    doc["BatchNorm.state"] = nnx::state(layer).to_json(/*with_values=*/true);
+    layer.eval();
+    doc["BatchNorm.eval"] = forward(layer, [&](auto& m) { return m(x6); });
+  }
+  {
+    nnx::MultiHeadAttention layer(4, 16, nnx::Rngs(0));
+    const nnx::Array x = input({2, 5, 16});
+    doc["MultiHeadAttention"] = forward(layer, [&](auto& m) { return m(x); });
+    doc["MultiHeadAttention.causal"] = forward(layer, [&](auto& m) { return m(x, true); });
+  }
+  {
+    nnx::LinearGeneral layer({16}, {4, 4}, nnx::Rngs(0));
+    doc["LinearGeneral"] = forward(layer, [&](auto& m) { return m(x16); });
+  }
+  {
+    nnx::Rngs rngs(0);
+    nnx::Sequential layer{nnx::Linear(4, 3, rngs), nnx::relu, nnx::Linear(3, 4, rngs)};
+    doc["Sequential"] = forward(layer, [&](auto& m) { return m(input({3, 4})); });
+  }
+  {
+    nnx::LoRA layer(8, 2, 12, nnx::Rngs(0));
+    doc["LoRA"] = forward(layer, [&](auto& m) { return m(x8); });
+    nnx::LoRALinear linear(8, 12, 2, nnx::Rngs(0));
+    doc["LoRALinear"] = forward(linear, [&](auto& m) { return m(x8); });
+  }
+  return doc;
+}
+
 void write_f32(const std::string& path, const at::Tensor& t) {
   std::ofstream out(path, std::ios::binary);
   out.write(static_cast<const char*>(t.contiguous().data_ptr()), t.numel() * sizeof(float));
@@ -104,11 +184,14 @@ nlohmann::json dot_relu_dot(int64_t data, int64_t model_ways) {
 
 int main(int argc, char** argv) {
   const std::string usage =
-      "usage: flax_peer_values layers OUT | dot_relu_dot DATA MODEL OUT | random DIR\n";
+      "usage: flax_peer_values layers OUT | forward OUT | dot_relu_dot DATA MODEL OUT | "
+      "random DIR\n";
   try {
     std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "layers" && argc == 3) {
       write_json(argv[2], layers());
+    } else if (mode == "forward" && argc == 3) {
+      write_json(argv[2], forwards());
     } else if (mode == "random" && argc == 3) {
       random_samples(argv[2]);
     } else if (mode == "dot_relu_dot" && argc == 5) {
