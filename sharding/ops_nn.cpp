@@ -154,7 +154,8 @@ Array dropout(const Array& x, double rate, const random::Key& key) {
   at::Tensor mask = random::bernoulli(key, keep, x.shape(), x.local_box(),
                                       device.is_cpu() ? std::nullopt
                                                       : std::optional<at::Device>(device));
-  return x.with_local(x.local() * mask.to(x.local().dtype()) / keep);
+  // Times 1 / keep rather than divided by keep, as XLA computes Flax's inputs / keep_prob.
+  return x.with_local(x.local() * mask.to(x.local().dtype()) * (1.0 / keep));
 }
 
 namespace {

@@ -167,6 +167,9 @@ def flax_forwards():
     out["LoRA"] = flax_forward(nnx.LoRA(8, 2, 12, rngs=r()), lambda m: m(x(3, 8)))
     out["LoRALinear"] = flax_forward(nnx.LoRALinear(8, 12, lora_rank=2, rngs=r()),
                                      lambda m: m(x(3, 8)))
+    for name, layer in (("Dropout", nnx.Dropout(0.5, rngs=r())),
+                        ("Dropout.seeded", nnx.Dropout(0.25, rngs=nnx.Rngs(0, dropout=1)))):
+        out[name] = [np.asarray(layer(x(4, 6))) for _ in range(2)]
     return out
 
 
@@ -188,6 +191,13 @@ def compare_forwards(nnx_doc):
                 ok, diff = close(got.get(path, np.array([])), value)
                 check(ok, f"BatchNorm's running {path} after a training call: equal to Flax's "
                           f"(max |diff| {diff:.3g})")
+            continue
+        if name.startswith("Dropout"):
+            for call, value in enumerate(want):
+                got = np.asarray(nnx_doc[name][call], dtype=np.float32).reshape(value.shape)
+                check(np.array_equal(got, value),
+                      f"{name} call {call + 1}: Flax's mask and scaling, bit for bit "
+                      f"({int(np.sum(got != value))} of {value.size} values differ)")
             continue
         want_y, want_grads = want
         doc = nnx_doc[name]

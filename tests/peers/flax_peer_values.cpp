@@ -145,6 +145,18 @@ nlohmann::json forwards() {
     nnx::LoRALinear linear(8, 12, 2, nnx::Rngs(0));
     doc["LoRALinear"] = forward(linear, [&](auto& m) { return m(x8); });
   }
+  {
+    // Two training calls each (a fresh key per call), from the default stream and a "dropout" one.
+    nnx::Dropout plain(0.5, nnx::Rngs(0));
+    nnx::Dropout seeded(0.25, nnx::Rngs(0, {{"dropout", 1}}));
+    for (auto* layer : {&plain, &seeded}) {
+      auto& calls = doc[layer == &plain ? "Dropout" : "Dropout.seeded"];
+      for (int call = 0; call < 2; ++call) {
+        const at::Tensor y = nnx::gather((*layer)(x6)).contiguous();
+        calls.push_back(std::vector<float>(y.data_ptr<float>(), y.data_ptr<float>() + y.numel()));
+      }
+    }
+  }
   return doc;
 }
 
