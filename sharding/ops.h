@@ -32,7 +32,8 @@ Array exp(const Array& a);
 Array log(const Array& a);
 Array tanh(const Array& a);
 Array relu(const Array& a);
-Array gelu(const Array& a, bool approximate = false);
+// jax.nn.gelu: the tanh approximation by default, as JAX's; approximate = false: the erf form.
+Array gelu(const Array& a, bool approximate = true);
 Array silu(const Array& a);
 Array sigmoid(const Array& a);
 Array square(const Array& a);

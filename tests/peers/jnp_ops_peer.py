@@ -143,6 +143,7 @@ CASES = {
     "relu": (lambda d: jax.nn.relu(d["x"]), ["x"]),
     "gelu_exact": (lambda d: jax.nn.gelu(d["x"], approximate=False), ["x"]),
     "gelu_tanh": (lambda d: jax.nn.gelu(d["x"], approximate=True), ["x"]),
+    "gelu_default": (lambda d: jax.nn.gelu(d["x"]), ["x"]),
     "silu": (lambda d: jax.nn.silu(d["x"]), ["x"]),
     "sigmoid": (lambda d: jax.nn.sigmoid(d["x"]), ["x"]),
     "square": (lambda d: jnp.square(d["x"]), ["x"]),

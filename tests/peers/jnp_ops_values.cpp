@@ -75,6 +75,7 @@ const std::map<std::string, Case>& cases() {
       {"relu", [](auto& m) { return nnx::relu(m.x.value()); }},
       {"gelu_exact", [](auto& m) { return nnx::gelu(m.x.value(), false); }},
       {"gelu_tanh", [](auto& m) { return nnx::gelu(m.x.value(), true); }},
+      {"gelu_default", [](auto& m) { return nnx::gelu(m.x.value()); }},
       {"silu", [](auto& m) { return nnx::silu(m.x.value()); }},
       {"sigmoid", [](auto& m) { return nnx::sigmoid(m.x.value()); }},
       {"square", [](auto& m) { return nnx::square(m.x.value()); }},
