@@ -85,16 +85,12 @@ Array clip(const Array& a, std::optional<double> min, std::optional<double> max)
                                     "everywhere: swap the bounds",
                                     *min, *max));
   if (!min && !max) return a;
-  // Bounds as tensors: LibTorch then splits the gradient at a bound in half, as jnp.clip's
-  // maximum and minimum do (scalar bounds would drop it). Whole-number bounds keep an integer
-  // array's dtype, as in JAX.
-  return unary(a, false, [min, max](const at::Tensor& x) {
-    auto bound = [&x](std::optional<double> v) -> std::optional<at::Tensor> {
-      if (!v) return std::nullopt;
-      const at::Scalar s = promoting_scalar(*v);
-      return at::scalar_tensor(s, x.options().dtype(at::result_type(x, s)));
-    };
-    return at::clamp(x, bound(min), bound(max));
+  // Whole-number bounds keep an integer array's dtype, as in JAX.
+  auto bound = [](std::optional<double> v) -> std::optional<at::Scalar> {
+    return v ? std::optional<at::Scalar>(promoting_scalar(*v)) : std::nullopt;
+  };
+  return unary(a, false, [lo = bound(min), hi = bound(max)](const at::Tensor& x) {
+    return clip_with_jax_gradient(x, lo, hi);
   });
 }
 

@@ -1,3 +1,4 @@
+// abs and clip with JAX's gradients, as LibTorch autograd functions.
 #include <nnx/sharding/detail/jax_gradients.h>
 
 #include <torch/csrc/autograd/custom_function.h>
@@ -10,6 +11,10 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+bool differentiating(const at::Tensor& x) {
+  return x.requires_grad() && at::GradMode::is_enabled();
+}
+
 struct AbsLikeJax : torch::autograd::Function<AbsLikeJax> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x) {
     ctx->save_for_backward({x});
@@ -21,11 +26,44 @@ struct AbsLikeJax : torch::autograd::Function<AbsLikeJax> {
   }
 };
 
+// The share of the cotangent one bound lets through: 1 strictly inside it, 0.5 on it (the tie
+// of jnp.maximum or jnp.minimum), 0 beyond it or at NaN.
+at::Tensor bound_share(const at::Tensor& x, const c10::IValue& bound, bool lower,
+                       at::ScalarType dtype) {
+  const at::Scalar b = bound.toScalar();
+  const at::Tensor inside = lower ? x > b : x < b;
+  return inside.to(dtype) + (x == b).to(dtype) * 0.5;
+}
+
+struct ClipLikeJax : torch::autograd::Function<ClipLikeJax> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x,
+                            const std::optional<at::Scalar>& min,
+                            const std::optional<at::Scalar>& max) {
+    ctx->save_for_backward({x});
+    ctx->saved_data["min"] = min ? c10::IValue(*min) : c10::IValue();
+    ctx->saved_data["max"] = max ? c10::IValue(*max) : c10::IValue();
+    return at::clamp(x, min, max);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor x = ctx->get_saved_variables()[0];
+    at::Tensor grad = grads[0];
+    for (const bool lower : {true, false}) {
+      const c10::IValue& bound = ctx->saved_data[lower ? "min" : "max"];
+      if (!bound.isNone()) grad = grad * bound_share(x, bound, lower, grad.scalar_type());
+    }
+    return {grad, {}, {}};
+  }
+};
+
 }  // namespace
 
 at::Tensor abs_with_jax_gradient(const at::Tensor& x) {
-  if (!x.requires_grad() || !at::GradMode::is_enabled()) return x.abs();
-  return AbsLikeJax::apply(x);
+  return differentiating(x) ? AbsLikeJax::apply(x) : x.abs();
+}
+
+at::Tensor clip_with_jax_gradient(const at::Tensor& x, const std::optional<at::Scalar>& min,
+                                  const std::optional<at::Scalar>& max) {
+  return differentiating(x) ? ClipLikeJax::apply(x, min, max) : at::clamp(x, min, max);
 }
 
 }  // namespace nnx::detail

@@ -386,10 +386,14 @@ TEST_CASE("abs and clip take JAX's gradient at their kinks, where LibTorch's dif
   magnitude.sum().backward();
   CHECK(torch::equal(v.grad(), torch::tensor({1.0, 1.0, -1.0, -1.0, 1.0, -1.0}, torch::kDouble)));
   // jnp.clip(v, -0.5, 0.5) is maximum then minimum: half the gradient on a bound, 1 inside,
-  // 0 outside (LibTorch's clamp with scalar bounds gives 0 on a bound); one-sided alike.
-  const auto w = torch::tensor({-0.5, 0.5, 0.0, -1.0, 1.0}).requires_grad_();
+  // 0 outside and at NaN (LibTorch's clamp with scalar bounds gives 0 on a bound, with tensor
+  // bounds 1 at NaN); one-sided alike; a quarter where both bounds and x are equal.
+  const auto w = torch::tensor({-0.5, 0.5, 0.0, -1.0, 1.0, nan}).requires_grad_();
   nnx::clip(Array(w), -0.5, 0.5).local().sum().backward();
-  CHECK(torch::equal(w.grad(), torch::tensor({0.5, 0.5, 1.0, 0.0, 0.0})));
+  CHECK(torch::equal(w.grad(), torch::tensor({0.5, 0.5, 1.0, 0.0, 0.0, 0.0})));
+  const auto t = torch::tensor({0.5, 0.25}, torch::kDouble).requires_grad_();
+  nnx::clip(Array(t), 0.5, 0.5).local().sum().backward();
+  CHECK(torch::equal(t.grad(), torch::tensor({0.25, 0.0}, torch::kDouble)));
   const auto u = torch::tensor({0.25, 0.5, 0.0}).requires_grad_();
   nnx::clip(Array(u), 0.25).local().sum().backward();
   CHECK(torch::equal(u.grad(), torch::tensor({0.5, 1.0, 0.0})));

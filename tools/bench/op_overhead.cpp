@@ -72,6 +72,11 @@ int main(int argc, char** argv) {
                      [=] { return ma + mv; }});
     cases.push_back({"relu", shape, [=] { return a.relu(); }, [=] { return nnx::relu(pa); },
                      [=] { return nnx::relu(ma); }});
+    cases.push_back({"abs", shape, [=] { return a.abs(); }, [=] { return nnx::abs(pa); },
+                     [=] { return nnx::abs(ma); }});
+    cases.push_back({"clip", shape, [=] { return a.clamp(-0.5, 0.5); },
+                     [=] { return nnx::clip(pa, -0.5, 0.5); },
+                     [=] { return nnx::clip(ma, -0.5, 0.5); }});
     cases.push_back({"matmul", shape, [=] { return a.matmul(b); },
                      [=] { return nnx::matmul(pa, pb); }, [=] { return nnx::matmul(ma, mb); }});
     cases.push_back({"softmax", shape, [=] { return a.softmax(-1); },
