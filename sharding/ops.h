@@ -135,8 +135,9 @@ Array conv2d(const Array& x, const Array& kernel, std::array<int64_t, 2> strides
              const std::string& padding = "SAME");
 
 // Layers' math.
-// table [V, D], ids int64. An id outside [0, V) is an error without a mesh and a NaN row on
-// one (JAX's take), where ranks need not agree on an error.
+// table [V, D], ids int64; ids in [-V, 0) count from the end, as JAX's. An id outside [-V, V)
+// is an error without a mesh and a NaN row on one (JAX's take), where ranks need not agree on an
+// error.
 Array embedding_lookup(const Array& table, const Array& ids);
 Array layer_norm(const Array& x, const std::optional<Array>& scale,
                  const std::optional<Array>& bias, double epsilon = 1e-6);

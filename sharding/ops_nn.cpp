@@ -35,8 +35,14 @@ at::Tensor replicated_vector(const std::optional<Array>& v, const Array& like, c
   return relayout(on_mesh(*v, like.mesh()), {{}}, {}).local();
 }
 
-// `rows` of a lookup with NaN where its id lies outside [0, vocab) (JAX's take); other
-// dtypes as they are.
+// Negative ids count from the table's end, as NumPy's and JAX's indices do: [-vocab, vocab) is
+// in range.
+at::Tensor from_end(const at::Tensor& ids, int64_t vocab) {
+  return at::where(ids < 0, ids + vocab, ids);
+}
+
+// `rows` of a lookup with NaN where its id (after from_end) lies outside [0, vocab) (JAX's
+// take); other dtypes as they are.
 at::Tensor nan_rows_outside(const at::Tensor& rows, const at::Tensor& ids, int64_t vocab) {
   if (!rows.is_floating_point()) return rows;
   return rows.masked_fill(((ids < 0) | (ids >= vocab)).unsqueeze(-1),
@@ -51,12 +57,13 @@ Array embedding_lookup(const Array& table0, const Array& ids0) {
   NNX_CHECK(!at::isFloatingType(ids0.dtype()), "ids must be integers, got {}",
             dtype_name(ids0.dtype()));
   auto mesh = common_mesh({&table0, &ids0}, "embedding_lookup");
+  const int64_t vocab = table0.shape()[0];
   if (!mesh) {
     try {
-      return Array(torch::embedding(table0.local(), ids0.local()));
+      return Array(torch::embedding(table0.local(), from_end(ids0.local(), vocab)));
     } catch (const c10::IndexError& e) {
-      NNX_FAIL("an id lies outside [0, {}) for a table of {} rows; check the vocabulary size "
-               "(LibTorch: {})", table0.shape()[0], table0.shape()[0], e.what_without_backtrace());
+      NNX_FAIL("an id lies outside [-{}, {}) for a table of {} rows; check the vocabulary size "
+               "(LibTorch: {})", vocab, vocab, vocab, e.what_without_backtrace());
     }
   }
   Array table = resolved(on_mesh(table0, mesh)), ids = resolved(on_mesh(ids0, mesh));
@@ -66,7 +73,7 @@ Array embedding_lookup(const Array& table0, const Array& ids0) {
   const Axes vocab_axes = without(t[0], id_axes);
   const Axes feature_axes = without(without(t[1], id_axes), vocab_axes);
   table = relayout(table, {vocab_axes, feature_axes}, {});
-  at::Tensor local_ids = ids.local();
+  const at::Tensor local_ids = from_end(ids.local(), vocab);
   at::Tensor out;
   if (vocab_axes.empty()) {
     try {

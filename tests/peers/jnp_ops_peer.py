@@ -68,6 +68,8 @@ def inputs():
         "image": rng.standard_normal((2, 6, 6, 3)).astype(np.float32),
         "kernel": rng.standard_normal((3, 3, 3, 4)).astype(np.float32),
         "ids": np.array([3, 0, 11, 3, 5, 3, 7, 0], dtype=np.int64),  # repeats sum their rows
+        # From the table's end, and outside it: NaN rows (on a mesh, as every run here is).
+        "ids_from_end": np.array([3, -1, 12, -12, -13, 0, 11, -1], dtype=np.int64),
     }
 
 
@@ -215,6 +217,7 @@ CASES = {
     "attention": (attention, ["q", "k", "v"], jax_error),
     "attention_causal": (lambda d: attention(d, causal=True), ["q", "k", "v"], jax_error),
     "embedding_lookup": (lambda d: jnp.take(d["w"], d["ids"], axis=0), ["w"]),
+    "embedding_lookup_from_end": (lambda d: jnp.take(d["w"], d["ids_from_end"], axis=0), ["w"]),
     "conv_same": (lambda d: conv(d, (1, 1), "SAME"), ["image", "kernel"], jax_error),
     "conv_valid_stride2": (lambda d: conv(d, (2, 2), "VALID"), ["image", "kernel"], jax_error),
 }

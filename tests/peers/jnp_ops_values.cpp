@@ -46,11 +46,12 @@ struct Inputs : nnx::Module {
   nnx::Param NNX_FIELD(image);   // [2, 6, 6, 3]: NHWC
   nnx::Param NNX_FIELD(kernel);  // [3, 3, 3, 4]: HWIO
   Array ids;                     // [8] int64 rows of w
+  Array ids_from_end;            // [8] int64, negative and outside w too
   explicit Inputs(const std::map<std::string, Array>& in)
       : x(in.at("x")), y(in.at("y")), b(in.at("b")), c(in.at("c")), pos(in.at("pos")),
         xn(in.at("xn")), w(in.at("w")), scale(in.at("scale")), bias(in.at("bias")),
         q(in.at("q")), k(in.at("k")), v(in.at("v")), image(in.at("image")),
-        kernel(in.at("kernel")), ids(in.at("ids")) {}
+        kernel(in.at("kernel")), ids(in.at("ids")), ids_from_end(in.at("ids_from_end")) {}
 };
 
 using Case = std::function<Array(const Inputs&)>;
@@ -166,6 +167,8 @@ const std::map<std::string, Case>& cases() {
          return nnx::dot_product_attention(m.q.value(), m.k.value(), m.v.value(), true);
        }},
       {"embedding_lookup", [](auto& m) { return nnx::embedding_lookup(m.w.value(), m.ids); }},
+      {"embedding_lookup_from_end",
+       [](auto& m) { return nnx::embedding_lookup(m.w.value(), m.ids_from_end); }},
       {"conv_same", [](auto& m) { return nnx::conv2d(m.image.value(), m.kernel.value()); }},
       {"conv_valid_stride2",
        [](auto& m) {

@@ -147,12 +147,15 @@ TEST_CASE("a vocab-sharded table's inf or NaN rows stay out of other ids' embedd
     }
 }
 
-TEST_CASE("ids outside the table give NaN rows on a mesh, as JAX's take does",
-          "[ranks2][ranks4][ranks8]") {
+TEST_CASE("negative ids count from the end and ids outside the table give NaN rows on a mesh, "
+          "as JAX's take does", "[ranks2][ranks4][ranks8]") {
+  // jnp.take(table, [3, 16, 0, -1, 15, 40, -16, -17], axis=0): rows 3, NaN, 0, 15, 15, NaN, 0,
+  // NaN.
   const auto table = normal_values({16, 8}, 87);
-  const auto ids = torch::tensor({3, 16, 0, -1, 15, 40}, torch::kLong).reshape({2, 3});
-  const auto outside = (ids < 0) | (ids >= 16);
-  const auto inside_rows = torch::embedding(table, ids.clamp(0, 15));
+  const auto ids = torch::tensor({3, 16, 0, -1, 15, 40, -16, -17}, torch::kLong).reshape({2, 4});
+  const auto outside = (ids < -16) | (ids >= 16);
+  const auto inside_rows =
+      torch::embedding(table, torch::tensor({3, 0, 0, 15, 15, 0, 0, 0}).reshape({2, 4}));
   for (const auto& mesh : op_meshes())
     for (const auto& st : specs_for({16, 8}, *mesh, {.max_sharded_dims = 1})) {
       INFO(mesh->to_string() << " table " << st.to_string());
@@ -412,7 +415,12 @@ TEST_CASE("ops reject mismatched shapes without a mesh, naming them") {
   CHECK_THROWS_WITH(nnx::reshape(a, {5, 5}), Contains("8, 16") && Contains("5, 5"));
   CHECK_THROWS_WITH(nnx::embedding_lookup(Array(normal_values({16, 8}, 109)),
                                            Array(torch::tensor({3, 16}, torch::kLong))),
-                    Contains("an id lies outside [0, 16) for a table of 16 rows"));
+                    Contains("an id lies outside [-16, 16) for a table of 16 rows"));
+  // -16 is the first row, as in JAX.
+  CHECK(torch::equal(nnx::embedding_lookup(Array(normal_values({16, 8}, 109)),
+                                           Array(torch::tensor({-16, -1}, torch::kLong)))
+                         .local(),
+                     normal_values({16, 8}, 109).index({torch::tensor({0, 15})})));
   const Array q(normal_values({2, 4, 8, 16}, 107)), v(normal_values({2, 2, 8, 16}, 108));
   CHECK_THROWS_WITH(nnx::dot_product_attention(q, q, v),
                     Contains("(2, 4, 8, 16)") && Contains("(2, 2, 8, 16)"));
