@@ -9,37 +9,29 @@
 #include <torch/types.h>
 
 #include <optional>
-#include <utility>
 
 namespace nnx {
 
-namespace {
-
-// Linear in neither operand: pending sums resolve first.
-template <class Fn>
-Array compared(const Array& a, const Array& b, const char* op, Fn fn) {
-  return detail::binary_resolved(a, b, op, std::move(fn));
-}
-
-}  // namespace
-
+// Comparisons and logical ops are linear in neither operand: binary_resolved resolves pending
+// sums first.
 Array equal(const Array& a, const Array& b) {
-  return compared(a, b, "equal", [](auto& x, auto& y) { return at::eq(x, y); });
+  return detail::binary_resolved(a, b, "equal", [](auto& x, auto& y) { return at::eq(x, y); });
 }
 Array not_equal(const Array& a, const Array& b) {
-  return compared(a, b, "not_equal", [](auto& x, auto& y) { return at::ne(x, y); });
+  return detail::binary_resolved(a, b, "not_equal", [](auto& x, auto& y) { return at::ne(x, y); });
 }
 Array less(const Array& a, const Array& b) {
-  return compared(a, b, "less", [](auto& x, auto& y) { return at::lt(x, y); });
+  return detail::binary_resolved(a, b, "less", [](auto& x, auto& y) { return at::lt(x, y); });
 }
 Array less_equal(const Array& a, const Array& b) {
-  return compared(a, b, "less_equal", [](auto& x, auto& y) { return at::le(x, y); });
+  return detail::binary_resolved(a, b, "less_equal", [](auto& x, auto& y) { return at::le(x, y); });
 }
 Array greater(const Array& a, const Array& b) {
-  return compared(a, b, "greater", [](auto& x, auto& y) { return at::gt(x, y); });
+  return detail::binary_resolved(a, b, "greater", [](auto& x, auto& y) { return at::gt(x, y); });
 }
 Array greater_equal(const Array& a, const Array& b) {
-  return compared(a, b, "greater_equal", [](auto& x, auto& y) { return at::ge(x, y); });
+  return detail::binary_resolved(a, b, "greater_equal",
+                                 [](auto& x, auto& y) { return at::ge(x, y); });
 }
 Array equal(const Array& a, double b) { return equal(a, detail::scalar_like(a, b)); }
 Array not_equal(const Array& a, double b) { return not_equal(a, detail::scalar_like(a, b)); }
@@ -51,10 +43,12 @@ Array greater_equal(const Array& a, double b) {
 }
 
 Array logical_and(const Array& a, const Array& b) {
-  return compared(a, b, "logical_and", [](auto& x, auto& y) { return at::logical_and(x, y); });
+  return detail::binary_resolved(a, b, "logical_and",
+                                 [](auto& x, auto& y) { return at::logical_and(x, y); });
 }
 Array logical_or(const Array& a, const Array& b) {
-  return compared(a, b, "logical_or", [](auto& x, auto& y) { return at::logical_or(x, y); });
+  return detail::binary_resolved(a, b, "logical_or",
+                                 [](auto& x, auto& y) { return at::logical_or(x, y); });
 }
 Array logical_not(const Array& a) {
   return detail::unary(a, false, [](const at::Tensor& x) { return at::logical_not(x); });

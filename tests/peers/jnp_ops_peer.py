@@ -101,7 +101,7 @@ def conv(d, strides, padding):
                                         dimension_numbers=("NHWC", "HWIO", "NHWC"))
 
 
-def matmul_error(data, case):
+def matmul_error(data, case, single):
     """What x @ w and its gradients may differ by beyond ULPS, per element: each side's dot
     products sum in their own order, within K eps of the sum of their terms' magnitudes (K terms,
     Higham's bound), and the gradients' cotangent carries the value's error."""
@@ -115,20 +115,20 @@ def matmul_error(data, case):
             "grad_w": 2 * m * eps * (np.abs(x).T @ cotangent) + np.abs(x).T @ value}
 
 
-def jax_error(data, case):
+def jax_error(data, case, single):
     """For ops that sum many rounded terms (softmax of dot products, convolutions, norms): each
-    part's bound adds JAX_ERROR_FACTOR times jax's own float32 error, its largest distance from
-    the float64 result, so nnx must be about as accurate as jax."""
+    part's bound adds JAX_ERROR_FACTOR times jax's own float32 error (`single`, the case's
+    float32 parts), its largest distance from the float64 result, so nnx must be about as
+    accurate as jax."""
     exact = parts_of(case, {k: jnp.asarray(v.astype(np.float64) if v.dtype == np.float32 else v)
                             for k, v in data.items()})
-    single = parts_of(case, {k: jnp.asarray(v) for k, v in data.items()})
     return {part: JAX_ERROR_FACTOR * float(np.max(np.abs(single[part] - exact[part])))
             for part in exact}
 
 
 # Each case: the peer's function of the inputs, the inputs to differentiate (none for bool and
 # integer results, and for inputs holding NaN), and where the bound has more to it than ULPS,
-# a function (data, case) giving each part's additional error.
+# a function (data, case, the case's float32 parts) giving each part's additional error.
 CASES = {
     "add": (lambda d: d["x"] + d["y"], ["x", "y"]),
     "sub_row": (lambda d: d["x"] - d["b"], ["x", "b"]),
@@ -267,6 +267,8 @@ def main():
     data = inputs()
     write_inputs(args.workdir, data, cases={k: v[1] for k, v in CASES.items()})
     want = expected(data)
+    errors = {name: case[2](data, case, want[name]) if len(case) > 2 else {}
+              for name, case in CASES.items()}
     runs = {"1rank": [args.values_bin, args.workdir, "1rank"],
             "4ranks": [args.mpirun, "-np", "4", "--oversubscribe", args.values_bin,
                        args.workdir, "4ranks"]}
@@ -274,16 +276,12 @@ def main():
     for tag, cmd in runs.items():
         run(cmd, RANK_TIMEOUT_S)
         for name, parts in want.items():
-            case = CASES[name]
-            errors = case[2](data, case) if len(case) > 2 else {}
             worst, bad = 0.0, []
             for r in range(ROUNDS):
                 for part, w in parts.items():
                     path = os.path.join(args.workdir, f"{tag}_{r}_{name}_{part}.bin")
-                    # Indices: nnx's int64 against jnp's int32 (x64 off).
-                    dtype = np.int64 if w.dtype.kind in "iu" else w.dtype
-                    got = np.fromfile(path, dtype=dtype).reshape(w.shape)
-                    m = mismatch(got, w, errors.get(part, 0.0))
+                    got = np.fromfile(path, dtype=w.dtype).reshape(w.shape)  # int64 indices
+                    m = mismatch(got, w, errors[name].get(part, 0.0))
                     worst = max(worst, m)
                     if m > 1:
                         bad.append(f"round {r} {part}")
