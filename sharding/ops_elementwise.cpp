@@ -27,12 +27,17 @@ Array mul(const Array& a, const Array& b) {
 Array div(const Array& a, const Array& b) {
   return binary(a, b, Linearity::numerator, "div", [](auto& x, auto& y) { return x / y; });
 }
-// Neither is linear in a pending sum: both operands resolve first.
+// Neither is linear in a pending sum: both operands resolve first. JAX's gradients at ties and
+// NaN (jax_gradients.h).
 Array maximum(const Array& a, const Array& b) {
-  return binary_resolved(a, b, "maximum", [](auto& x, auto& y) { return at::maximum(x, y); });
+  return binary_resolved(a, b, "maximum", [](auto& x, auto& y) {
+    return extremum_with_jax_gradient(x, y, true);
+  });
 }
 Array minimum(const Array& a, const Array& b) {
-  return binary_resolved(a, b, "minimum", [](auto& x, auto& y) { return at::minimum(x, y); });
+  return binary_resolved(a, b, "minimum", [](auto& x, auto& y) {
+    return extremum_with_jax_gradient(x, y, false);
+  });
 }
 Array add(const Array& a, double b) { return add(a, scalar_like(a, b)); }
 Array mul(const Array& a, double b) {

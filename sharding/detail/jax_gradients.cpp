@@ -1,4 +1,4 @@
-// abs and clip with JAX's gradients, as LibTorch autograd functions.
+// abs, clip, maximum and minimum with JAX's gradients, as LibTorch autograd functions.
 #include <nnx/sharding/detail/jax_gradients.h>
 
 #include <torch/csrc/autograd/custom_function.h>
@@ -55,6 +55,33 @@ struct ClipLikeJax : torch::autograd::Function<ClipLikeJax> {
   }
 };
 
+// The share of the cotangent an operand of maximum (or minimum) gets: 1 where it alone is chosen,
+// 0.5 on a tie, 0 where the other is chosen or either is NaN; summed back to its shape.
+at::Tensor extremum_share(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& other,
+                          bool maximum) {
+  const at::ScalarType dtype = grad.scalar_type();
+  const at::Tensor chosen = maximum ? self > other : self < other;
+  const at::Tensor share = chosen.to(dtype) + (self == other).to(dtype) * 0.5;
+  return at::sum_to(grad * share, self.sizes()).to(self.scalar_type());
+}
+
+struct ExtremumLikeJax : torch::autograd::Function<ExtremumLikeJax> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& y,
+                            bool maximum) {
+    ctx->save_for_backward({x, y});
+    ctx->saved_data["maximum"] = maximum;
+    return maximum ? at::maximum(x, y) : at::minimum(x, y);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const bool maximum = ctx->saved_data["maximum"].toBool();
+    at::Tensor dx, dy;
+    if (ctx->needs_input_grad(0)) dx = extremum_share(grads[0], saved[0], saved[1], maximum);
+    if (ctx->needs_input_grad(1)) dy = extremum_share(grads[0], saved[1], saved[0], maximum);
+    return {dx, dy, {}};
+  }
+};
+
 }  // namespace
 
 at::Tensor abs_with_jax_gradient(const at::Tensor& x) {
@@ -64,6 +91,11 @@ at::Tensor abs_with_jax_gradient(const at::Tensor& x) {
 at::Tensor clip_with_jax_gradient(const at::Tensor& x, const std::optional<at::Scalar>& min,
                                   const std::optional<at::Scalar>& max) {
   return differentiating(x) ? ClipLikeJax::apply(x, min, max) : at::clamp(x, min, max);
+}
+
+at::Tensor extremum_with_jax_gradient(const at::Tensor& x, const at::Tensor& y, bool maximum) {
+  if (differentiating(x) || differentiating(y)) return ExtremumLikeJax::apply(x, y, maximum);
+  return maximum ? at::maximum(x, y) : at::minimum(x, y);
 }
 
 }  // namespace nnx::detail

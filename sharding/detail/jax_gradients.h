@@ -19,4 +19,9 @@ at::Tensor abs_with_jax_gradient(const at::Tensor& x);
 at::Tensor clip_with_jax_gradient(const at::Tensor& x, const std::optional<at::Scalar>& min,
                                   const std::optional<at::Scalar>& max);
 
+// maximum(x, y), or minimum where `maximum` is false, whose gradient is jnp.maximum's (or
+// jnp.minimum's): the cotangent to the operand chosen, half to each on a tie, none to either where
+// one is NaN. LibTorch passes all of it to both at NaN.
+at::Tensor extremum_with_jax_gradient(const at::Tensor& x, const at::Tensor& y, bool maximum);
+
 }  // namespace nnx::detail

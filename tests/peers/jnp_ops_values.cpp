@@ -3,8 +3,9 @@
 // DIR/inputs.json and the inputs it names (float32, and int64 ids). The mesh is (a, b) over the
 // ranks, and each layout round lays every input out another way (kRounds); per round and case it
 // writes on rank 0 the op's value and, for each input the case lists, the gradient of
-// 0.5 sum(out^2) + 0.375 sum(out) (the peer's COTANGENT_SHIFT), as
-// DIR/<TAG>_<round>_<case>_value.bin and ..._grad_<input>.bin.
+// 0.5 sum(out^2) + 0.375 sum(out) (the peer's COTANGENT_SHIFT), or of sum(out) for the cases
+// inputs.json lists under linear_loss, as DIR/<TAG>_<round>_<case>_value.bin and
+// ..._grad_<input>.bin.
 #include "raw_files.h"
 
 #include <nnx/nnx.h>
@@ -14,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -66,6 +68,8 @@ const std::map<std::string, Case>& cases() {
       {"div", [](auto& m) { return m.x.value() / m.pos.value(); }},
       {"maximum", [](auto& m) { return nnx::maximum(m.x.value(), m.y.value()); }},
       {"minimum_row", [](auto& m) { return nnx::minimum(m.x.value(), m.b.value()); }},
+      {"maximum_nan", [](auto& m) { return nnx::maximum(m.xn.value(), m.y.value()); }},
+      {"minimum_nan_row", [](auto& m) { return nnx::minimum(m.xn.value(), m.b.value()); }},
       {"add_scalar", [](auto& m) { return m.x.value() + 1.5; }},
       {"mul_scalar", [](auto& m) { return m.x.value() * -2.0; }},
       // Unary ops.
@@ -234,9 +238,13 @@ int main(int argc, char** argv) {
       } else {
         std::vector<nnx::Filter> wrt;
         for (const auto& input : grad_names) wrt.push_back(nnx::PathContains(input));
+        const json& linear_cases = spec["linear_loss"];
+        const bool linear = std::find(linear_cases.begin(), linear_cases.end(), name) !=
+                            linear_cases.end();
         auto [loss, grads] = nnx::value_and_grad(
             [&](Inputs& m) {
               value = fn(m);
+              if (linear) return nnx::sum(value);
               return nnx::sum(nnx::square(value)) * 0.5 + nnx::sum(value) * 0.375;
             },
             inputs, {.wrt = nnx::any_of(wrt)});

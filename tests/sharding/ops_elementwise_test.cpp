@@ -375,7 +375,8 @@ TEST_CASE("max and min split the gradient among ties and argmax finds the first 
   CHECK(nnx::argmax(rows, 1, true).dtype() == torch::kLong);
 }
 
-TEST_CASE("abs and clip take JAX's gradient at their kinks, where LibTorch's differs") {
+TEST_CASE("abs, clip, maximum and minimum take JAX's gradient at their kinks, where LibTorch's "
+          "differs") {
   // jax.grad(lambda v: jnp.sum(jnp.abs(v)))([0, -0, nan, -1, inf, -inf]) is [1, 1, -1, -1, 1, -1]
   // (LibTorch's sign gives 0 at 0 and NaN), and the value keeps |-0| = +0.
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -399,6 +400,29 @@ TEST_CASE("abs and clip take JAX's gradient at their kinks, where LibTorch's dif
   CHECK(torch::equal(u.grad(), torch::tensor({0.5, 1.0, 0.0})));
   // Without gradients, abs is LibTorch's own, integers included.
   CHECK(torch::equal(nnx::abs(Array(torch::tensor({-3, 0, 2}))).local(), torch::tensor({3, 0, 2})));
+  // jax.grad of jnp.sum(jnp.maximum(x, y)) (and minimum), y broadcast over x's rows: half on a
+  // tie (-0 and 0 tie), nothing to either operand where one is NaN (LibTorch passes all of it to
+  // both there), and y's shares summed over the rows.
+  for (const bool maximum : {true, false}) {
+    INFO((maximum ? "maximum" : "minimum"));
+    const auto x = torch::tensor({nan, 1.0, 2.0, 0.0, -0.0, 5.0}).reshape({2, 3}).requires_grad_();
+    const auto y = torch::tensor({1.0, 0.0, nan}).requires_grad_();
+    const Array out = maximum ? nnx::maximum(Array(x), Array(y)) : nnx::minimum(Array(x), Array(y));
+    CHECK(torch::equal(out.local().isnan(), torch::tensor({true, false, true, false, false, true})
+                                                .reshape({2, 3})));
+    out.local().sum().backward();
+    const auto x_grad = maximum ? torch::tensor({0.0, 1.0, 0.0, 0.0, 0.5, 0.0})
+                                : torch::tensor({0.0, 0.0, 0.0, 1.0, 0.5, 0.0});
+    CHECK(torch::equal(x.grad(), x_grad.to(torch::kFloat).reshape({2, 3})));
+    const auto y_grad = maximum ? torch::tensor({1.0, 0.5, 0.0}) : torch::tensor({0.0, 1.5, 0.0});
+    CHECK(torch::equal(y.grad(), y_grad.to(torch::kFloat)));
+  }
+  // Only one operand differentiated, and integers without gradients: LibTorch's own values.
+  const auto z = torch::tensor({1.0, -2.0}, torch::kDouble).requires_grad_();
+  nnx::minimum(Array(z), Array(torch::tensor({1.0, 0.0}, torch::kDouble))).local().sum().backward();
+  CHECK(torch::equal(z.grad(), torch::tensor({0.5, 1.0}, torch::kDouble)));
+  const Array larger = nnx::maximum(Array(torch::tensor({-3, 4})), Array(torch::tensor({2, 2})));
+  CHECK(torch::equal(larger.local(), torch::tensor({2, 4})));
 }
 
 TEST_CASE("softmax and log_softmax over sharded and unsharded dims are exact",
