@@ -49,6 +49,10 @@ CheckpointManager::CheckpointManager(std::string dir, CheckpointManagerOptions o
     if (ec) error = fmt::format("cannot create the checkpoint directory '{}': {}", dir_, ec.message());
   }
   detail::raise_if_any_failed(world, error);
+  // The newest step any rank sees: every rank then skips the same steps.
+  auto newest = torch::tensor({latest_step().value_or(-1)}, torch::kLong);
+  world.all_reduce_(newest, ReduceOp::max);
+  last_step_ = newest.item<int64_t>();
 }
 
 CheckpointManager::~CheckpointManager() {
@@ -65,7 +69,7 @@ CheckpointManager::~CheckpointManager() {
 }
 
 bool CheckpointManager::should_save(int64_t step) const {
-  return step >= 0 && step % options_.save_interval_steps == 0;
+  return step > last_step_ && step % options_.save_interval_steps == 0;
 }
 
 std::string CheckpointManager::step_dir(int64_t step) const {
@@ -104,13 +108,23 @@ bool CheckpointManager::save(int64_t step, const State& state, const SaveOptions
   NNX_CHECK(step >= 0, "step must be >= 0, got {}", step);
   // A failed background save is reported after this step's save starts, so no step is lost.
   std::exception_ptr previous = join_worker();
+  const bool saving = should_save(step);
   auto report_previous = [&] {
     if (!previous) return;
     NNX_FAIL("the previous background save failed: {} (step {} {})", message_of(previous), step,
-             should_save(step) ? (options_.async ? "is being saved" : "was saved")
-                               : "was skipped by save_interval_steps");
+             saving ? (options_.async ? "is being saved" : "was saved")
+                    : step > last_step_ ? "was skipped by save_interval_steps"
+                                        : "was skipped: not after the newest step");
   };
-  if (!should_save(step)) {
+  if (!saving) {
+    if (step <= last_step_ && step % options_.save_interval_steps == 0 && !skip_reported_ &&
+        comm_->rank() == 0) {
+      std::fprintf(stderr,
+                   "[CheckpointManager] step %lld not saved: '%s' already holds step %lld; saves "
+                   "resume after it (a new run wants a new directory)\n",
+                   static_cast<long long>(step), dir_.c_str(), static_cast<long long>(last_step_));
+      skip_reported_ = true;
+    }
     report_previous();
     return false;
   }
@@ -118,9 +132,11 @@ bool CheckpointManager::save(int64_t step, const State& state, const SaveOptions
   // step's save fails too, its error names the previous one, which is not lost.
   std::shared_ptr<detail::SavePlan> plan;
   try {
+    detail::check_save_options(*comm_, options);
     plan = std::make_shared<detail::SavePlan>(
         detail::plan_save_everywhere(*comm_, state, options_.async));
     if (!options_.async) save_now(step, *comm_, *plan, options);
+    last_step_ = step;
   } catch (const std::exception& e) {
     if (!previous) throw;
     NNX_FAIL("step {} was not saved: {}; and the previous background save failed too: {}", step,

@@ -39,8 +39,12 @@ class CheckpointManager {
   CheckpointManager(const CheckpointManager&) = delete;
   CheckpointManager& operator=(const CheckpointManager&) = delete;
 
+  // Whether save(step) saves: `step` is a multiple of save_interval_steps and after every step
+  // this manager has saved or found (the newest in the directory, on any rank, when it was made),
+  // as Orbax's: a run pointed at a directory of a later run's steps saves nothing older.
   bool should_save(int64_t step) const;
-  // Saves `state` as `step` unless the interval skips it (then returns false). Async: copies the
+  // Saves `state` as `step` unless should_save says not (then returns false; rank 0 says why
+  // once where an older step is skipped). Async: copies the
   // blocks to host memory and returns; the write and commit happen in the background. An error
   // of the previous background save is thrown by wait_until_finished, or here once this step's
   // save has been made or started.
@@ -68,6 +72,8 @@ class CheckpointManager {
   std::unique_ptr<Communicator> comm_;  // background saves' own communicator
   std::thread worker_;
   std::exception_ptr error_;
+  int64_t last_step_ = -1;  // the newest step saved, or found at construction (-1: none)
+  bool skip_reported_ = false;
 };
 
 }  // namespace nnx::checkpoint

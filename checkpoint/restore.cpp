@@ -13,6 +13,7 @@
 
 #include <torch/types.h>
 
+#include <filesystem>
 #include <map>
 #include <string_view>
 #include <unordered_map>
@@ -34,7 +35,12 @@ class ShardFiles {
   const InputFile& open(const ChunkRecord& chunk, const VariableRecord& variable) {
     auto it = files_.find(chunk.file);
     if (it == files_.end()) {
-      InputFile file(dir_ + "/" + chunk.file);
+      const std::string path = dir_ + "/" + chunk.file;
+      NNX_CHECK(std::filesystem::exists(path),
+                "'{}' holds part of '{}' but is missing: the checkpoint in '{}' is incomplete; "
+                "copy the file back, or restore another checkpoint",
+                path, variable.path, dir_);
+      InputFile file(path);
       NNX_CHECK(file.size() == sizes_.at(chunk.file),
                 "'{}' has {} bytes but the manifest records {}: the file was truncated or "
                 "replaced after the save",

@@ -303,6 +303,7 @@ void write_and_commit(const Communicator& comm, const std::string& dir, const Sa
 
 void save(const std::string& dir, const State& state, const SaveOptions& options) {
   const Communicator world = Communicator::world();
+  detail::check_save_options(world, options);
   auto plan = detail::plan_save_everywhere(world, state, false);
   detail::prepare_directory(world, dir, options.overwrite);
   detail::write_and_commit(world, dir, plan, options);
@@ -323,7 +324,9 @@ State part(const State& state, const std::string& prefix) {
   const std::string head = prefix + ".";
   for (const auto& [path, v] : state)
     if (path.rfind(head, 0) == 0) out.add(path.substr(head.size()), v);
-  NNX_CHECK(!out.empty() || state.empty(), "no path of the state starts with '{}'", head);
+  NNX_CHECK(!out.empty() || state.empty(),
+            "no path of the state starts with '{}' (a part that had no variables when combined "
+            "leaves no path either: then take an empty State for it)", head);
   return out;
 }
 

@@ -37,6 +37,10 @@ SavePlan plan_save_everywhere(const Communicator& comm, const State& state, bool
 // Collective over `comm`: throws on every rank if `error` is non-empty on any (as above).
 void raise_if_any_failed(const Communicator& comm, const std::string& error);
 
+// Collective over `comm`: every rank checks its own `options` (metadata an object, both JSON the
+// manifest can store as given); if any fails, every rank throws before anything is touched.
+void check_save_options(const Communicator& comm, const SaveOptions& options);
+
 // Collective over `comm`: rank 0 creates `dir` and checks it holds no checkpoint; every rank
 // throws the same error if not.
 void prepare_directory(const Communicator& comm, const std::string& dir, bool overwrite = false);

@@ -35,6 +35,22 @@ TEST_CASE("a save that one rank cannot plan fails on every rank, naming that ran
   CHECK(manager.latest_step() == 2);
 }
 
+TEST_CASE("options one rank cannot store fail the save on every rank, before any write",
+          "[ranks2]") {
+  nnx_test::SharedDir dir;
+  nnx::State s;
+  s.add("w", nnx::Param(nnx::Array(torch::ones({2, 2}))));
+  // Rank 1's loader position is not valid UTF-8: it used to throw there alone, and rank 0 waited
+  // for its records forever.
+  const nlohmann::json mine = nnx::world_rank() == 1 ? nlohmann::json(std::string("\xff"))
+                                                     : nlohmann::json("fine");
+  const std::string message = nnx::world_rank() == 1 ? "valid UTF-8" : "rank 1 failed: ";
+  CHECK_THROWS_WITH(ckpt::save(dir.sub("c"), s, {.per_rank = mine}), Contains(message));
+  CHECK_FALSE(std::filesystem::exists(dir.sub("c/rank-00000.safetensors")));
+  ckpt::save(dir.sub("c"), s, {.per_rank = nnx::world_rank()});
+  CHECK(ckpt::restore_per_rank(dir.sub("c")) == nnx::world_rank());
+}
+
 TEST_CASE("a save that two ranks cannot plan names both ranks on every rank", "[ranks4]") {
   nnx_test::SharedDir dir;
   nnx::State s;

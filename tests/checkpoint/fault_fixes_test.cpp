@@ -1,6 +1,7 @@
 // Faults a sweep found, each now an error or handled: export writing into its own input, a
 // manifest altered against its shards, damaged bytes echoed raw, saving over a checkpoint, and
-// a failed background save swallowing the next step.
+// a failed background save swallowing the next step, options that the manifest cannot store, and
+// a manager deleting the step it had just saved among a later run's steps.
 #include "checkpoint_test_util.h"
 
 #include <fstream>
@@ -110,4 +111,49 @@ TEST_CASE("a failed background save is reported even when the next save fails be
   CHECK(manager.save(7, small_state()));
   manager.wait_until_finished();
   CHECK(manager.all_steps() == std::vector<int64_t>{7});
+}
+
+TEST_CASE("save checks its options before it deletes or writes anything") {
+  nnx_test::SharedDir dir;
+  ckpt::save(dir.sub("c"), small_state(), {.metadata = {{"epoch", 1}}});
+  const std::string manifest = slurp(dir.sub("c/manifest.json"));
+  auto refused = [&](const ckpt::SaveOptions& options, const std::string& what) {
+    CHECK_THROWS_WITH(ckpt::save(dir.sub("c"), small_state(), options), Contains(what));
+    CHECK(slurp(dir.sub("c/manifest.json")) == manifest);  // the old checkpoint is intact
+    CHECK(ckpt::verify(dir.sub("c")).problems.empty());
+  };
+  refused({.metadata = nlohmann::json::array(), .overwrite = true},
+          "SaveOptions::metadata must be a JSON object");
+  refused({.metadata = {{"loss", std::nan("")}}, .overwrite = true},
+          "SaveOptions::metadata holds nan at '/loss'");
+  refused({.per_rank = {{"files", {"a", std::string("\xff")}}}, .overwrite = true},
+          "SaveOptions::per_rank cannot be written as JSON");
+  refused({.per_rank = {{"files", {1.0, -INFINITY}}}, .overwrite = true}, "at '/files/1'");
+  CHECK(ckpt::read_metadata(dir.sub("c")) == nlohmann::json{{"epoch", 1}});
+  // The manager checks them too, and the step can be saved once they are right.
+  ckpt::CheckpointManager manager(dir.sub("run"), {.async = true});
+  CHECK_THROWS_WITH(manager.save(1, small_state(), {.per_rank = std::string("\xfe")}),
+                    Contains("valid UTF-8"));
+  CHECK(manager.save(1, small_state(), {.per_rank = "loader at 7"}));
+  manager.wait_until_finished();
+  CHECK(manager.restore_per_rank(1) == "loader at 7");
+}
+
+TEST_CASE("a manager saves no step at or before the newest it has saved or found, as Orbax's") {
+  nnx_test::SharedDir dir;
+  {
+    ckpt::CheckpointManager earlier(dir.sub("run"), {.max_to_keep = 3});
+    for (int64_t step : {800, 900, 1000}) CHECK(earlier.save(step, small_state()));
+    CHECK_FALSE(earlier.save(900, small_state()));
+  }
+  // A new run in the same directory: its early steps used to be saved and at once deleted by
+  // max_to_keep (step 0, the oldest), while save returned true.
+  ckpt::CheckpointManager manager(dir.sub("run"), {.max_to_keep = 3});
+  CHECK_FALSE(manager.should_save(0));
+  CHECK_FALSE(manager.save(0, small_state()));
+  CHECK_FALSE(manager.save(1000, small_state()));
+  CHECK(manager.all_steps() == std::vector<int64_t>{800, 900, 1000});
+  CHECK(manager.save(1001, small_state()));
+  CHECK(manager.all_steps() == std::vector<int64_t>{900, 1000, 1001});
+  CHECK_FALSE(manager.save(1001, small_state()));
 }
