@@ -45,6 +45,10 @@ Schedule warmup_cosine_decay_schedule(double init_value, double peak_value, int6
 
 Schedule piecewise_constant_schedule(double init_value,
                                      const std::map<int64_t, double>& boundaries_and_scales) {
+  // As optax: a negative scale would turn descent into ascent from its boundary on.
+  for (const auto& [boundary, scale] : boundaries_and_scales)
+    NNX_CHECK(scale >= 0, "piecewise_constant_schedule's scale at boundary {} is {}; scales must "
+              "not be negative (nor NaN)", boundary, scale);
   return [=](int64_t step) {
     double v = init_value;
     for (const auto& [boundary, scale] : boundaries_and_scales)

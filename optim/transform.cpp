@@ -48,6 +48,32 @@ void check_aligned(const State& updates, const State& params, const char* who) {
   }
 }
 
+// Throws unless `state` holds `slots` slots laid out as `params` (paths and shapes), as the state
+// this transformation's init made for these parameters does.
+void check_state(const TxState& state, size_t slots, const State& params, const char* who) {
+  auto fail = [&](const std::string& what) {
+    nnx::detail::throw_error(who, fmt::format("{}; pass the state that this transformation's "
+                                              "init made for these parameters", what));
+  };
+  if (state.slots.size() != slots)
+    fail(fmt::format("the state holds {} slots where {} were expected", state.slots.size(), slots));
+  for (size_t k = 0; k < slots; ++k) {
+    const State& slot = state.slots[k];
+    const std::string name = k < state.slot_names.size() ? state.slot_names[k] : "";
+    if (slot.size() != params.size())
+      fail(fmt::format("its slot '{}' holds {} variables for {} parameters", name, slot.size(),
+                       params.size()));
+    size_t i = 0;
+    for (const auto& [path, p] : params) {
+      const auto& [slot_path, v] = *(slot.begin() + static_cast<std::ptrdiff_t>(i++));
+      if (slot_path != path || v.value().shape() != p.value().shape())
+        fail(fmt::format("its slot '{}' holds '{}' of shape ({}) where parameter '{}' of shape "
+                         "({}) was expected", name, slot_path, fmt::join(v.value().shape(), ", "),
+                         path, fmt::join(p.value().shape(), ", ")));
+    }
+  }
+}
+
 // A scalar as JAX applies it to an array of `like`'s dtype: rounded to that dtype. LibTorch
 // would keep it in float for bfloat16 and float16 arrays (and round only added ones), so the
 // transformations round it themselves: their values are then optax's in those dtypes too.
@@ -87,7 +113,11 @@ at::Tensor rsqrt_rounded_once(const at::Tensor& x) {
 
 // A step counter: an OptState int64 scalar, so that checkpoints hold it with the moments.
 Variable step_counter() { return OptState(torch::zeros({}, torch::kLong)); }
-int64_t state_count(const TxState& s) { return s.count.tensor().item<int64_t>(); }
+int64_t state_count(const TxState& s) {
+  NNX_CHECK(s.count.defined(), "the transformation's state has no step count; pass the state "
+            "that its init made");
+  return s.count.tensor().item<int64_t>();
+}
 void set_state_count(TxState& s, int64_t n) {
   s.count.set_value(Array(torch::full({}, n, torch::kLong)));
 }
@@ -121,6 +151,10 @@ GradientTransformation chain(std::vector<GradientTransformation> transforms) {
             return s;
           },
           [transforms](State& updates, TxState& state, const State& params) {
+            if (state.inner.size() != transforms.size())
+              nnx::detail::throw_error("chain", fmt::format(
+                  "the state holds {} inner states for {} transformations; pass the state that "
+                  "the chain's init made", state.inner.size(), transforms.size()));
             for (size_t k = 0; k < transforms.size(); ++k)
               transforms[k].update(updates, state.inner[k], params);
           },
@@ -146,6 +180,8 @@ GradientTransformation scale(double step_size) {
 }
 
 GradientTransformation scale_by_schedule(Schedule schedule) {
+  NNX_CHECK(schedule, "the schedule is empty; pass a function of the step, such as "
+            "optim::cosine_decay_schedule(...)");
   return {[](const State&) { return TxState{step_counter(), {}, {}, {}}; },
           [schedule](State& u, TxState& state, const State&) {
             torch::NoGradGuard no_grad;
@@ -163,6 +199,8 @@ GradientTransformation scale_by_schedule(Schedule schedule) {
 GradientTransformation scale_by_learning_rate(LearningRate learning_rate) {
   if (auto* lr = std::get_if<double>(&learning_rate)) return scale(-*lr);
   auto schedule = std::get<Schedule>(learning_rate);
+  NNX_CHECK(schedule, "the learning rate is an empty schedule; pass a number or a function of "
+            "the step, such as optim::cosine_decay_schedule(...)");
   return scale_by_schedule([schedule](int64_t step) { return -schedule(step); });
 }
 
@@ -171,6 +209,7 @@ GradientTransformation trace(double decay, bool nesterov) {
           [decay, nesterov](State& u, TxState& state, const State& params) {
             torch::NoGradGuard no_grad;
             check_aligned(u, params, "trace");
+            check_state(state, 1, params, "trace");
             for (size_t i = 0; i < u.size(); ++i) {
               const at::Tensor& t0 = local(state.slots[0], i);
               at::Tensor t = local(u, i) + scalar_for(decay, t0) * t0;
@@ -191,6 +230,7 @@ GradientTransformation scale_by_adam(double b1, double b2, double eps, double ep
           [=](State& u, TxState& state, const State& params) {
             torch::NoGradGuard no_grad;
             check_aligned(u, params, "scale_by_adam");
+            check_state(state, 2, params, "scale_by_adam");
             const int64_t step = state_count(state) + 1;
             for (size_t i = 0; i < u.size(); ++i) {
               const at::Tensor& g = local(u, i);
@@ -218,6 +258,7 @@ GradientTransformation scale_by_rms(double decay, double eps, double initial_sca
           [=](State& u, TxState& state, const State& params) {
             torch::NoGradGuard no_grad;
             check_aligned(u, params, "scale_by_rms");
+            check_state(state, 1, params, "scale_by_rms");
             for (size_t i = 0; i < u.size(); ++i) {
               const at::Tensor& g = local(u, i);
               const at::Tensor& nu0 = local(state.slots[0], i);
@@ -236,6 +277,7 @@ GradientTransformation scale_by_lion(double b1, double b2) {
           [=](State& u, TxState& state, const State& params) {
             torch::NoGradGuard no_grad;
             check_aligned(u, params, "scale_by_lion");
+            check_state(state, 1, params, "scale_by_lion");
             for (size_t i = 0; i < u.size(); ++i) {
               const at::Tensor g = local(u, i);
               const at::Tensor& mu = local(state.slots[0], i);

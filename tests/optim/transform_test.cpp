@@ -164,6 +164,55 @@ TEST_CASE("updates that do not match the parameters are errors naming the path")
   CHECK_THROWS_WITH(opt.update(p, wrong), Contains("1 updates for 2 parameters"));
 }
 
+TEST_CASE("a transformation given a state its init did not make for these parameters refuses it") {
+  nnx::State only_w;
+  only_w.add("w", nnx::Param(torch::zeros({1}, torch::kDouble)));
+  const nnx::State both = grads_of(0.0, 0.0);
+  auto adam = optim::adam(0.1);
+  optim::TxState for_w = adam.init(only_w);
+  nnx::State updates = grads_of(1.0, 1.0);
+  CHECK_THROWS_WITH(adam.update(updates, for_w, both),
+                    Contains("[scale_by_adam]") && Contains("slot 'mu' holds 1 variables for 2") &&
+                        Contains("pass the state that this transformation's init made"));
+  // The state of another transformation: sgd's one inner state where adam's chain has two.
+  optim::TxState of_sgd = optim::sgd(0.1).init(both);
+  CHECK_THROWS_WITH(adam.update(updates, of_sgd, both), Contains("inner states for"));
+  // Same count, another path or shape.
+  nnx::State renamed;
+  renamed.add("v", nnx::Param(torch::zeros({1}, torch::kDouble)));
+  renamed.add("b", nnx::Param(torch::zeros({1}, torch::kDouble)));
+  auto lion = optim::scale_by_lion(0.9, 0.99);
+  optim::TxState for_renamed = lion.init(renamed);
+  CHECK_THROWS_WITH(lion.update(updates, for_renamed, both),
+                    Contains("holds 'v' of shape (1) where parameter 'w' of shape (1)"));
+  nnx::State wider;
+  wider.add("w", nnx::Param(torch::zeros({3}, torch::kDouble)));
+  wider.add("b", nnx::Param(torch::zeros({1}, torch::kDouble)));
+  optim::TxState for_wider = optim::trace(0.9).init(wider);
+  CHECK_THROWS_WITH(optim::trace(0.9).update(updates, for_wider, both),
+                    Contains("holds 'w' of shape (3) where parameter 'w' of shape (1)"));
+  // A counted transformation given a state without a count.
+  optim::TxState uncounted;
+  CHECK_THROWS_WITH(optim::scale_by_schedule(optim::constant_schedule(1.0))
+                        .update(updates, uncounted, both),
+                    Contains("has no step count"));
+  // The state its init made works.
+  optim::TxState right = adam.init(both);
+  adam.update(updates, right, both);
+  CHECK(updates["w"].tensor().item<double>() == Approx(-0.1));
+}
+
+TEST_CASE("schedules that would ascend, and empty ones, are refused when built") {
+  CHECK_THROWS_WITH(optim::piecewise_constant_schedule(1.0, {{100, -0.1}}),
+                    Contains("scale at boundary 100 is -0.1") && Contains("must not be negative"));
+  CHECK_THROWS_WITH(optim::piecewise_constant_schedule(1.0, {{5, std::nan("")}}),
+                    Contains("scale at boundary 5 is nan"));
+  CHECK_THROWS_WITH(optim::adam(optim::Schedule{}),
+                    Contains("the learning rate is an empty schedule"));
+  CHECK_THROWS_WITH(optim::scale_by_schedule(optim::Schedule{}), Contains("the schedule is empty"));
+  CHECK(optim::piecewise_constant_schedule(1.0, {{5, 0.0}})(5) == 0.0);  // zero stops, as optax
+}
+
 TEST_CASE("global_norm is exact for sharded gradients", "[ranks2][ranks4][ranks8]") {
   auto mesh = nnx::make_mesh({nnx::world_size()}, {"x"});
   auto full = torch::arange(8.0 * nnx::world_size(), torch::kDouble).reshape({nnx::world_size(), 8});
