@@ -79,32 +79,47 @@ void export_safetensors(const std::string& dir, const std::string& file) {
   for (const auto& v : m.variables) layouts.push_back({v.path, v.dtype, v.shape});
   const std::string partial = file + ".partial";
   SafetensorsWriter writer(partial, layouts, {{"format", "nnx-export"}});
+  std::map<std::string, uint64_t> sizes;
+  for (const auto& f : m.files) sizes[f.name] = f.size;
   std::map<std::string, std::unique_ptr<InputFile>> files;
   std::map<std::string, SafetensorsHeader> headers;
+  // The shard of chunk `c` of `v`, opened once, after checking its size and that its own header
+  // agrees with the manifest on the chunk's dtype, shape and bytes.
+  auto shard_of = [&](const ChunkRecord& c, const VariableRecord& v) -> InputFile& {
+    auto& in = files[c.file];
+    if (!in) {
+      const std::string path = dir + "/" + c.file;
+      NNX_CHECK(fs::exists(path), "'{}' holds part of '{}' but is missing: the checkpoint is "
+                "incomplete; copy the file back, or export another checkpoint", path, v.path);
+      in = std::make_unique<InputFile>(path);
+      NNX_CHECK(sizes.count(c.file) != 0 && in->size() == sizes[c.file],
+                "'{}' has {} bytes but the manifest records {}: the file was truncated or "
+                "replaced after the save, nothing was exported", path, in->size(), sizes[c.file]);
+      headers[c.file] = read_safetensors_header(*in, in->path());
+    }
+    const TensorEntry& t = headers[c.file].at(c.key, in->path());
+    NNX_CHECK(t.dtype == v.dtype && t.shape == c.shape &&
+                  headers[c.file].data_start + t.begin == c.offset && t.end - t.begin == c.nbytes,
+              "'{}': the manifest says {} ({}) at byte {} but '{}' holds tensor '{}' as {} ({}) "
+              "at byte {}; the manifest or the shard was altered, nothing was exported", v.path,
+              v.dtype, fmt::join(c.shape, ", "), c.offset, in->path(), c.key, t.dtype,
+              fmt::join(t.shape, ", "), headers[c.file].data_start + t.begin);
+    return *in;
+  };
   std::vector<char> whole, chunk;
   for (const auto& v : m.variables) {
+    // Every chunk is checked against its shard before the whole array is allocated.
+    for (const auto& c : v.chunks) (void)shard_of(c, v);
     whole.assign(checked_nbytes(v.shape, v.dtype, v.path), 0);
     const size_t elem = dtype_size(v.dtype, v.path);
     for (const auto& c : v.chunks) {
-      auto& in = files[c.file];
-      if (!in) {
-        in = std::make_unique<InputFile>(dir + "/" + c.file);
-        headers[c.file] = read_safetensors_header(*in, in->path());
-      }
-      // The shard's own header must agree with the manifest on the chunk's dtype, shape and bytes.
-      const TensorEntry& t = headers[c.file].at(c.key, in->path());
-      NNX_CHECK(t.dtype == v.dtype && t.shape == c.shape &&
-                    headers[c.file].data_start + t.begin == c.offset && t.end - t.begin == c.nbytes,
-                "'{}': the manifest says {} ({}) at byte {} but '{}' holds tensor '{}' as {} ({}) "
-                "at byte {}; the manifest or the shard was altered, nothing was exported", v.path,
-                v.dtype, fmt::join(c.shape, ", "), c.offset, in->path(), c.key, t.dtype,
-                fmt::join(t.shape, ", "), headers[c.file].data_start + t.begin);
+      InputFile& in = shard_of(c, v);
       chunk.resize(c.nbytes);
-      in->read_at(c.offset, chunk.data(), c.nbytes);
+      in.read_at(c.offset, chunk.data(), c.nbytes);
       NNX_CHECK(chunk_checksum(crc32c(chunk.data(), chunk.size()), c.start, c.shape, m.version) ==
                     c.crc32c,
                 "'{}' in '{}': the chunk at [{}] fails its checksum; nothing was exported", v.path,
-                in->path(), fmt::join(c.start, ", "));
+                in.path(), fmt::join(c.start, ", "));
       place_block(chunk.data(), c.shape, c.start, whole.data(), v.shape, elem);
     }
     writer.write(whole.data(), whole.size());

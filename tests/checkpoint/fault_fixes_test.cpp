@@ -50,6 +50,20 @@ TEST_CASE("export checks each chunk against its shard's own header") {
   CHECK_FALSE(std::filesystem::exists(dir.sub("out.safetensors")));
 }
 
+TEST_CASE("export refuses a shard of another size than recorded, or a missing one") {
+  nnx_test::SharedDir dir;
+  ckpt::save(dir.sub("c"), small_state());
+  const std::string shard = dir.sub("c/rank-00000.safetensors");
+  std::ofstream(shard, std::ios::binary | std::ios::app) << "tail";
+  CHECK_THROWS_WITH(ckpt::export_safetensors(dir.sub("c"), dir.sub("out.safetensors")),
+                    Contains(shard) && Contains("bytes but the manifest records") &&
+                        Contains("nothing was exported"));
+  std::filesystem::remove(shard);
+  CHECK_THROWS_WITH(ckpt::export_safetensors(dir.sub("c"), dir.sub("out.safetensors")),
+                    Contains(shard) && Contains("holds part of '") && Contains("is missing"));
+  CHECK_FALSE(std::filesystem::exists(dir.sub("out.safetensors")));
+}
+
 TEST_CASE("a damaged header's bytes are shown escaped, never raw") {
   nnx_test::SharedDir dir;
   const std::string file = dir.sub("bad.safetensors");
