@@ -82,10 +82,19 @@ struct DataLoader::Prefetcher {
   std::thread thread_;
 };
 
+namespace {
+// The first source's records, which the sampler draws from (the others are checked against it).
+int64_t first_source_records(const DataLoader::Sources& sources) {
+  if (sources.empty()) return 0;
+  NNX_CHECK(sources.front().second != nullptr, "source '{}' is null", sources.front().first);
+  return sources.front().second->size();
+}
+}  // namespace
+
 DataLoader::DataLoader(Sources sources, LoaderOptions options)
     : sources_(std::move(sources)),
       options_(std::move(options)),
-      sampler_(sources_.empty() ? 0 : sources_.front().second->size(),
+      sampler_(first_source_records(sources_),
                {.global_batch = options_.global_batch, .seed = options_.seed,
                 .shuffle = options_.shuffle, .remainder = options_.remainder}) {
   NNX_CHECK(options_.prefetch >= 0, "prefetch must be non-negative, got {}", options_.prefetch);

@@ -1,6 +1,7 @@
 // Batch normalization.
 #include <nnx/core/error.h>
 #include <nnx/modules/batch_norm.h>
+#include <nnx/modules/detail/checked_size.h>
 #include <nnx/modules/detail/compute_dtype.h>
 #include <nnx/sharding/astype.h>
 #include <nnx/sharding/ops.h>
@@ -29,7 +30,8 @@ Array running_update(const Array& running, const Array& batch, double m) {
 }  // namespace
 
 BatchNorm::BatchNorm(int64_t num_features, Rngs& rngs, BatchNormOptions options)
-    : mean(torch::zeros({num_features}), stats_metadata(options.scale_metadata)),
+    : mean(torch::zeros({detail::checked_size(num_features, "BatchNorm", "num_features")}),
+           stats_metadata(options.scale_metadata)),
       var(torch::ones({num_features}), stats_metadata(options.scale_metadata)),
       use_running_average(options.use_running_average),
       momentum(options.momentum),
@@ -57,6 +59,9 @@ Array BatchNorm::operator()(const Array& x) {
     mu = mean.value();
     variance = var.value();
   } else {
+    NNX_CHECK(x.ndim() >= 2, "BatchNorm takes its statistics over the dims before the features, "
+              "and input {} has none; give it a batch dim ([1, {}]) or use the running averages",
+              to_string(x.shape()), mean.shape()[0]);
     std::vector<int64_t> dims;
     for (int64_t d = 0; d + 1 < x.ndim(); ++d) dims.push_back(d);
     mu = nnx::mean(xs, dims);

@@ -1,5 +1,6 @@
 // Normalization layers.
 #include <nnx/modules/normalization.h>
+#include <nnx/modules/detail/checked_size.h>
 #include <nnx/sharding/astype.h>
 #include <nnx/sharding/ops.h>
 
@@ -18,6 +19,7 @@ at::ScalarType stats_dtype(const std::optional<Param>& scale) {
 
 LayerNorm::LayerNorm(int64_t num_features, Rngs& rngs, NormOptions options)
     : epsilon(options.epsilon), dtype(options.dtype) {
+  detail::checked_size(num_features, "LayerNorm", "num_features");
   if (options.use_scale)
     scale = Param(initializers::ones()(rngs.params(), {num_features}, options.param_dtype),
                   options.scale_metadata);
@@ -34,6 +36,7 @@ Array LayerNorm::operator()(const Array& x) const {
 
 RMSNorm::RMSNorm(int64_t num_features, Rngs& rngs, NormOptions options)
     : epsilon(options.epsilon), dtype(options.dtype) {
+  detail::checked_size(num_features, "RMSNorm", "num_features");
   if (options.use_scale)
     scale = Param(initializers::ones()(rngs.params(), {num_features}, options.param_dtype),
                   options.scale_metadata);

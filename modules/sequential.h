@@ -6,6 +6,7 @@
 // Dropout) update it through the call, as in Flax.
 #pragma once
 
+#include <nnx/core/error.h>
 #include <nnx/sharding/array.h>
 #include <nnx/framework/module.h>
 
@@ -18,6 +19,19 @@
 #include <vector>
 
 namespace nnx {
+
+namespace detail {
+template <class T>
+struct is_std_function : std::false_type {};
+template <class R, class... Args>
+struct is_std_function<std::function<R(Args...)>> : std::true_type {};
+// Whether a step given as a function pointer or std::function holds nothing to call.
+template <class T>
+bool empty_step(const T& step) {
+  if constexpr (std::is_pointer_v<T> || is_std_function<T>::value) return step == nullptr;
+  return false;
+}
+}  // namespace detail
 
 class Sequential : public Module {
  public:
@@ -59,6 +73,8 @@ class Sequential : public Module {
     } else {
       static_assert(std::is_invocable_r_v<Array, const T&, const Array&>,
                     "nnx::Sequential: a step must be a module or a function Array(const Array&)");
+      NNX_CHECK(!detail::empty_step(T(layer)), "step {} of this Sequential is an empty "
+                "function; pass a module or a callable", steps_.size());
       layers.push_back(nullptr);
       steps_.push_back([fn = T(std::forward<L>(layer))](Module*, const Array& x) { return fn(x); });
     }

@@ -49,6 +49,11 @@ Array conv2d(const Array& x0, const Array& kernel0, std::array<int64_t, 2> strid
             kernel0.shape()[2], shape_str(x0), shape_str(kernel0));
   NNX_CHECK(strides[0] >= 1 && strides[1] >= 1, "strides must be >= 1, got ({}, {})",
             strides[0], strides[1]);
+  NNX_CHECK(padding != "VALID" || (x0.shape()[1] >= kernel0.shape()[0] &&
+                                   x0.shape()[2] >= kernel0.shape()[1]),
+            "with VALID padding the kernel's {}x{} window must fit the input's height and width, "
+            "{}x{}; pad the input or use SAME", kernel0.shape()[0], kernel0.shape()[1],
+            x0.shape()[1], x0.shape()[2]);
   auto mesh = common_mesh({&x0, &kernel0}, "conv2d");
   if (!mesh) return Array(conv_local(x0.local(), kernel0.local(), strides, padding));
 

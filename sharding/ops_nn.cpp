@@ -51,11 +51,14 @@ at::Tensor nan_rows_outside(const at::Tensor& rows, const at::Tensor& ids, int64
 
 }  // namespace
 
-Array embedding_lookup(const Array& table0, const Array& ids0) {
+Array embedding_lookup(const Array& table0, const Array& given_ids) {
   NNX_CHECK(table0.ndim() == 2, "the table must be [vocab, features], got {}",
             shape_str(table0));
-  NNX_CHECK(!at::isFloatingType(ids0.dtype()), "ids must be integers, got {}",
-            dtype_name(ids0.dtype()));
+  NNX_CHECK(at::isIntegralType(given_ids.dtype(), /*includeBool=*/false),
+            "ids must be integers, got {}", dtype_name(given_ids.dtype()));
+  // LibTorch's lookup takes int64 and int32 ids (uint8 labels and int16 ids are common).
+  const bool taken = given_ids.dtype() == at::kLong || given_ids.dtype() == at::kInt;
+  const Array ids0 = taken ? given_ids : astype(given_ids, at::kLong);
   auto mesh = common_mesh({&table0, &ids0}, "embedding_lookup");
   const int64_t vocab = table0.shape()[0];
   if (!mesh) {
@@ -119,6 +122,7 @@ at::ScalarType result_dtype(std::initializer_list<at::Tensor> tensors) {
 
 Array layer_norm(const Array& x0, const std::optional<Array>& scale,
                  const std::optional<Array>& bias, double epsilon) {
+  NNX_CHECK(x0.ndim() >= 1, "layer_norm normalizes x [..., features]; got a 0-d array");
   Array x = whole_last_dim(x0);
   at::Tensor s = replicated_vector(scale, x, "layer_norm", "scale");
   at::Tensor b = replicated_vector(bias, x, "layer_norm", "bias");
@@ -143,6 +147,7 @@ Array layer_norm(const Array& x0, const std::optional<Array>& scale,
 }
 
 Array rms_norm(const Array& x0, const std::optional<Array>& scale, double epsilon) {
+  NNX_CHECK(x0.ndim() >= 1, "rms_norm normalizes x [..., features]; got a 0-d array");
   Array x = whole_last_dim(x0);
   at::Tensor s = replicated_vector(scale, x, "rms_norm", "scale");
   at::Tensor t = x.local();
@@ -155,7 +160,11 @@ Array rms_norm(const Array& x0, const std::optional<Array>& scale, double epsilo
 Array dropout(const Array& x, double rate, const random::Key& key) {
   NNX_CHECK(rate >= 0 && rate <= 1, "rate must lie in [0, 1], got {}", rate);
   if (rate == 0) return x;
-  if (rate == 1) return mul(x, 0.0);
+  // Zeros, as Flax's zeros_like (x * 0 would be NaN at infinities); no gradient passes.
+  if (rate == 1) {
+    const at::Tensor t = x.local();
+    return x.with_local(at::where(at::zeros_like(t, at::kBool), t, at::zeros({}, t.options())));
+  }
   const double keep = 1 - rate;
   const at::Device device = x.local().device();
   at::Tensor mask = random::bernoulli(key, keep, x.shape(), x.local_box(),
@@ -198,6 +207,20 @@ ClassesAndLabels classes_and_labels(const Array& logits0, const Array& labels0, 
   return out;
 }
 
+// `pick()`, whose LibTorch out-of-bounds error (a label outside [0, classes), on the CPU)
+// becomes one that says so.
+template <class Pick>
+at::Tensor with_labels_checked(int64_t classes, const char* op, Pick pick) {
+  try {
+    return pick();
+  } catch (const c10::Error& e) {  // nll_loss raises an IndexError, gather a plain Error
+    const std::string said = e.what_without_backtrace();
+    if (said.find("out of bounds") == std::string::npos) throw;
+    throw_error(op, fmt::format("a label lies outside [0, {}) for {} classes; labels are class "
+                                "indices (LibTorch: {})", classes, classes, said));
+  }
+}
+
 }  // namespace
 
 Array cross_entropy(const Array& logits0, const Array& labels0) {
@@ -207,8 +230,10 @@ Array cross_entropy(const Array& logits0, const Array& labels0) {
   // outside [0, classes) is an error, as with a gather).
   const int64_t classes = logits.shape().back();
   at::Tensor lsm = logits.local().log_softmax(-1).reshape({-1, classes});
-  at::Tensor summed = at::nll_loss(lsm, labels.local().reshape({-1}), {}, at::Reduction::Sum,
-                                   std::numeric_limits<int64_t>::min());
+  at::Tensor summed = with_labels_checked(classes, "cross_entropy", [&] {
+    return at::nll_loss(lsm, labels.local().reshape({-1}), {}, at::Reduction::Sum,
+                        std::numeric_limits<int64_t>::min());
+  });
   const double count = static_cast<double>(numel(labels0.shape()));
   at::Tensor local = summed / count;
   if (!mesh) return Array(local);
@@ -220,7 +245,9 @@ Array softmax_cross_entropy_with_integer_labels(const Array& logits0, const Arra
       classes_and_labels(logits0, labels0, "softmax_cross_entropy_with_integer_labels");
   // A label outside [0, classes) is an error, as in cross_entropy.
   const at::Tensor index = labels.local().unsqueeze(-1);
-  at::Tensor local = -logits.local().log_softmax(-1).gather(-1, index).squeeze(-1);
+  at::Tensor local = with_labels_checked(
+      logits.shape().back(), "softmax_cross_entropy_with_integer_labels",
+      [&] { return -logits.local().log_softmax(-1).gather(-1, index).squeeze(-1); });
   if (!mesh) return Array(local);
   return make_result(local, labels0.shape(), mesh, batch_dims, {});
 }

@@ -222,6 +222,9 @@ TEST_CASE("sources of different lengths and bad options are errors naming them")
   CHECK_THROWS_WITH(DataLoader({{"mask", std::make_shared<TensorSource>(features(4))}},
                                {.global_batch = 2}),
                     Contains("a source may not be called 'mask'"));
+  // A null first source used to be called for its size before any check.
+  CHECK_THROWS_WITH(DataLoader({{"x", nullptr}}, {.global_batch = 2}),
+                    Contains("source 'x' is null"));
 }
 
 TEST_CASE("a token file yields windows of seq_len + 1 tokens, read by offset") {
