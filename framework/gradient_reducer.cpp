@@ -230,7 +230,21 @@ GradientReducer::~GradientReducer() {
 void GradientReducer::backward(const Array& loss, bool last) {
   NNX_CHECK(loss.ndim() == 0, "the loss must be a scalar Array, got shape {}",
             to_string(loss.shape()));
-  if (loss.mesh()) {
+  NNX_CHECK(at::isFloatingType(loss.dtype()) || at::isComplexType(loss.dtype()),
+            "the loss is {}, which has no gradient; compute it in a floating type (an argmax or "
+            "a count is a metric, not a loss)", c10::toString(loss.dtype()));
+  if (!loss.mesh()) {
+    // Every rank would seed its own loss, and the gradients of placed parameters would be
+    // summed over their replicas: the mesh size times the gradient. Refuse.
+    for (const auto& leaf : impl_->leaves) {
+      const auto& mesh = leaf.variable->value().mesh();
+      if (mesh && mesh->size() > 1)
+        NNX_FAIL("the loss is on no mesh but '{}' is on {}, so its gradient would count every "
+                 "rank's copy of the loss; compute the loss with nnx ops on the model's arrays "
+                 "(not from gathered tensors wrapped in a new Array), so that it lies on the mesh",
+                 leaf.path, mesh->to_string());
+    }
+  } else {
     // A parameter on no mesh would get each rank's partial gradient with no reduction: refuse.
     std::vector<std::string> unplaced;
     for (const auto& leaf : impl_->leaves)

@@ -33,6 +33,8 @@ PathMap<PartitionSpec> get_partition_spec(const State& state) {
 }
 
 PathMap<NamedSharding> get_named_sharding(const State& state, std::shared_ptr<const Mesh> mesh) {
+  NNX_CHECK(mesh != nullptr, "get_named_sharding needs a mesh, got none (null); pass one, such "
+            "as nnx::current_mesh() inside a MeshContext");
   PathMap<NamedSharding> out;
   for (const auto& [path, v] : state) {
     auto spec = resolve_partition_spec(path, v);

@@ -148,6 +148,15 @@ std::optional<NamedSharding> Array::sharding() const {
 }
 
 void Array::set_sharding(std::optional<NamedSharding> sharding) {
+  // A concrete array's block would stay as it is under the new layout: its values move only
+  // through device_put or redistribute.
+  NNX_CHECK(!defined() || is_abstract(),
+            "set_sharding lays out abstract arrays only, and this {} array holds values; place "
+            "them with device_put(x.local(), sharding), or move them with redistribute",
+            to_string(shape()));
+  NNX_CHECK(!sharding || sharding->mesh != nullptr,
+            "the sharding names no mesh (null); pass a mesh, such as nnx::current_mesh() inside "
+            "a MeshContext");
   if (!sharding) {
     mesh_.reset();
     layout_ = std::make_shared<const ArrayLayout>(shape(), pad_spec(P(), shape().size()),

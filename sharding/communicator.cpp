@@ -501,7 +501,11 @@ at::Tensor Communicator::permute(const at::Tensor& tensor,
     dest_of[src] = dst;
     source_of[dst] = src;
   }
-  detail::agree(*impl_, "permute", tensor, static_cast<int64_t>(pairs.size()));
+  // The whole permutation, not only its size: members given different pairs would send where
+  // nobody receives (and a later permute would take the stale message).
+  uint64_t permutation = pairs.size();
+  for (const int dest : dest_of) permutation = permutation * 0x100000001b3ull ^ (dest + 1);
+  detail::agree(*impl_, "permute", tensor, static_cast<int64_t>(permutation >> 1));
   at::Tensor local = tensor.contiguous();
   at::Tensor out = torch::zeros_like(local);
   int me = impl_->rank;

@@ -221,19 +221,33 @@ at::Tensor with_labels_checked(int64_t classes, const char* op, Pick pick) {
   }
 }
 
+// On a mesh, labels outside [0, classes) give NaN, as optax's (and as embedding_lookup's ids),
+// rather than an error on the one rank that holds them while the others go on: `labels` is
+// clamped into range, and the mask says where it was not (undefined off a mesh).
+at::Tensor clamp_labels_on_mesh(at::Tensor& labels, int64_t classes, bool on_mesh) {
+  if (!on_mesh) return {};
+  at::Tensor outside = (labels < 0) | (labels >= classes);
+  labels = labels.clamp(0, classes - 1);
+  return outside;
+}
+
 }  // namespace
 
 Array cross_entropy(const Array& logits0, const Array& labels0) {
   auto [logits, labels, batch_dims, mesh] =
       classes_and_labels(logits0, labels0, "cross_entropy");
   // log_softmax then one fused negative-log-likelihood sum; no label is ignored (an index
-  // outside [0, classes) is an error, as with a gather).
+  // outside [0, classes) is an error off a mesh, as with a gather, and NaN on one).
   const int64_t classes = logits.shape().back();
   at::Tensor lsm = logits.local().log_softmax(-1).reshape({-1, classes});
+  at::Tensor ids = labels.local();
+  const at::Tensor outside = clamp_labels_on_mesh(ids, classes, mesh != nullptr);
   at::Tensor summed = with_labels_checked(classes, "cross_entropy", [&] {
-    return at::nll_loss(lsm, labels.local().reshape({-1}), {}, at::Reduction::Sum,
+    return at::nll_loss(lsm, ids.reshape({-1}), {}, at::Reduction::Sum,
                         std::numeric_limits<int64_t>::min());
   });
+  if (outside.defined())
+    summed = summed.masked_fill(outside.any(), std::numeric_limits<double>::quiet_NaN());
   const double count = static_cast<double>(numel(labels0.shape()));
   at::Tensor local = summed / count;
   if (!mesh) return Array(local);
@@ -243,11 +257,16 @@ Array cross_entropy(const Array& logits0, const Array& labels0) {
 Array softmax_cross_entropy_with_integer_labels(const Array& logits0, const Array& labels0) {
   auto [logits, labels, batch_dims, mesh] =
       classes_and_labels(logits0, labels0, "softmax_cross_entropy_with_integer_labels");
-  // A label outside [0, classes) is an error, as in cross_entropy.
-  const at::Tensor index = labels.local().unsqueeze(-1);
+  // A label outside [0, classes) is an error, or NaN on a mesh, as in cross_entropy.
+  const int64_t classes = logits.shape().back();
+  at::Tensor ids = labels.local();
+  const at::Tensor outside = clamp_labels_on_mesh(ids, classes, mesh != nullptr);
+  const at::Tensor index = ids.unsqueeze(-1);
   at::Tensor local = with_labels_checked(
-      logits.shape().back(), "softmax_cross_entropy_with_integer_labels",
+      classes, "softmax_cross_entropy_with_integer_labels",
       [&] { return -logits.local().log_softmax(-1).gather(-1, index).squeeze(-1); });
+  if (outside.defined())
+    local = local.masked_fill(outside, std::numeric_limits<double>::quiet_NaN());
   if (!mesh) return Array(local);
   return make_result(local, labels0.shape(), mesh, batch_dims, {});
 }

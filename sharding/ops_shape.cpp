@@ -30,10 +30,15 @@ Array reshape(const Array& a, Shape shape) {
       NNX_CHECK(infer < 0, "more than one -1 in {}", to_string(shape));
       infer = static_cast<int64_t>(i);
     } else {
+      NNX_CHECK(shape[i] >= 0, "cannot reshape {} to {}: sizes are >= 0, or one -1 to infer",
+                shape_str(a), to_string(shape));
       known *= shape[i];
     }
   }
-  if (infer >= 0 && known > 0) shape[infer] = a.numel() / known;
+  // With a 0 among the known sizes, -1 is ambiguous (NumPy refuses it too).
+  NNX_CHECK(infer < 0 || known > 0, "cannot reshape {} to {}: the -1 cannot be inferred next "
+            "to a size 0", shape_str(a), to_string(shape));
+  if (infer >= 0) shape[infer] = a.numel() / known;
   NNX_CHECK(numel(shape) == a.numel(), "cannot reshape {} ({} elements) to {}",
             shape_str(a), a.numel(), to_string(shape));
   if (!a.mesh()) return Array(a.local().reshape(shape));

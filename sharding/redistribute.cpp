@@ -136,6 +136,8 @@ Array redistribute(const Array& x, const NamedSharding& target,
                    const std::vector<std::string>& partial_axes, std::source_location where) {
   detail::CallSiteScope site(where);
   NNX_CHECK(x.mesh() != nullptr, "the array is on no mesh; use device_put to place it on one");
+  NNX_CHECK(target.mesh != nullptr, "the target sharding names no mesh (null); pass the array's "
+            "mesh, or redistribute(x, spec)");
   NNX_CHECK(*target.mesh == *x.mesh(), "cannot redistribute from {} to another mesh {}",
             x.mesh()->to_string(), target.mesh->to_string());
   const Mesh& mesh = *x.mesh();

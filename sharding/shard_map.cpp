@@ -28,6 +28,7 @@ ShardMapScope::~ShardMapScope() { running_mesh = previous_; }
 
 Array shard_map_input(const Array& x, const std::shared_ptr<const Mesh>& mesh,
                       const PartitionSpec& spec) {
+  NNX_CHECK(mesh != nullptr, "shard_map needs a mesh, got none (null)");
   if (!x.mesh()) return device_put(x.local(), {mesh, spec});
   NNX_CHECK(*x.mesh() == *mesh, "an input lies on {} but shard_map runs on {}",
             x.mesh()->to_string(), mesh->to_string());

@@ -21,6 +21,7 @@ std::string visualize_sharding(const Shape& shape, const NamedSharding& sharding
                                const std::vector<std::string>& partial_axes) {
   NNX_CHECK(shape.size() == 1 || shape.size() == 2,
             "can draw 1-d and 2-d arrays only, got shape {}", to_string(shape));
+  NNX_CHECK(sharding.mesh != nullptr, "the sharding names no mesh (null)");
   const Mesh& mesh = *sharding.mesh;
   auto spec = pad_spec(sharding.spec, shape.size());
   check_spec(spec, shape, mesh, "visualize_sharding");
