@@ -120,6 +120,9 @@ Array make_array_from_process_local_data(const NamedSharding& sharding, const at
 }
 
 at::Tensor gather(const Array& x, std::source_location where) {
+  NNX_CHECK(!x.is_abstract(), "gather needs values, and this {} array is abstract (shapes only, "
+            "as eval_shape makes them); materialize it first (nnx::materialize, or a restore)",
+            to_string(x.shape()));
   if (x.is_fully_replicated()) return x.local();
   detail::CallSiteScope site(where);
   auto label = RedistributeLabel::fallback("gather");

@@ -91,17 +91,26 @@ at::Tensor pmax(const at::Tensor& x, const std::string& axis) {
   return out;
 }
 
+namespace {
+// `dim` (negative: from the end) of a tensor of `dims` dims, or an error naming `op`.
+int64_t checked_dim(int64_t dim, int64_t dims, const char* op) {
+  const int64_t d = dim < 0 ? dim + dims : dim;
+  NNX_CHECK(d >= 0 && d < dims, "{}: dim {} lies outside a tensor of {} dims", op, dim, dims);
+  return d;
+}
+}  // namespace
+
 at::Tensor all_gather(const at::Tensor& x, const std::string& axis, int64_t dim, bool tiled) {
   const auto& comm = axis_comm({axis}, "all_gather");
-  if (tiled) return detail::all_gather_ad(x, comm, dim);
-  int64_t d = dim < 0 ? dim + x.dim() + 1 : dim;
+  if (tiled) return detail::all_gather_ad(x, comm, checked_dim(dim, x.dim(), "all_gather"));
+  const int64_t d = checked_dim(dim, x.dim() + 1, "all_gather");  // the new dim's place
   return detail::all_gather_ad(x.unsqueeze(d), comm, d);
 }
 
 at::Tensor psum_scatter(const at::Tensor& x, const std::string& axis, int64_t dim, bool tiled) {
   const auto& comm = axis_comm({axis}, "psum_scatter");
-  if (tiled) return detail::reduce_scatter_ad(x, comm, dim);
-  int64_t d = dim < 0 ? dim + x.dim() : dim;
+  const int64_t d = checked_dim(dim, x.dim(), "psum_scatter");
+  if (tiled) return detail::reduce_scatter_ad(x, comm, d);
   NNX_CHECK(x.size(d) == comm.size(),
             "untiled psum_scatter needs dim {} of size {} (the axis size), got {}; pass "
             "tiled=true to split it instead",

@@ -1,7 +1,7 @@
 // Bad input to the sharding API, each an error on every rank naming what is wrong and the fix,
 // or JAX's value: a loss off the model's mesh, an integer loss, null meshes, set_sharding on
-// values, members given different ppermute pairs, labels outside the classes on a mesh, and
-// reshape sizes below -1.
+// values, gather of an abstract array, members given different ppermute pairs, labels outside
+// the classes on a mesh, and reshape sizes below -1.
 #include "../catch_after_torch.h"
 
 #include "sharding_test_util.h"
@@ -61,6 +61,9 @@ TEST_CASE("null meshes and set_sharding on values are errors, not crashes or sil
   state.add("w", nnx::Param(nnx::Array(torch::ones({4}))));
   CHECK_THROWS_WITH(nnx::get_named_sharding(state, nullptr),
                     Contains("get_named_sharding needs a mesh"));
+  // An abstract array holds no values to gather (a replicated one gave back a meta tensor).
+  CHECK_THROWS_WITH(nnx::gather(nnx::Array::abstract({4}, at::kFloat)),
+                    Contains("gather needs values, and this (4,) array is abstract"));
 }
 
 TEST_CASE("members given different ppermute pairs are an error on every rank", "[ranks2]") {

@@ -153,6 +153,16 @@ TEST_CASE("collectives outside shard_map and wrong spec counts are clear errors"
   CHECK_THROWS_WITH(f(torch::ones({2})), Contains("1 value(s) for 2 in_specs"));
   auto g = nnx::shard_map([](at::Tensor x) { return nnx::psum(x, "k"); }, mesh, {nnx::P()}, nnx::P());
   CHECK_THROWS_WITH(g(torch::ones({2})), StartsWith("[psum] unknown mesh axis 'k'"));
+  // Dims out of range name the collective, not LibTorch's unsqueeze or size.
+  auto far = nnx::shard_map([](at::Tensor x) { return nnx::all_gather(x, "i", 5, false); }, mesh,
+                            {nnx::P()}, nnx::P());
+  CHECK_THROWS_WITH(far(torch::ones({2})),
+                    Contains("all_gather: dim 5 lies outside a tensor of 2 dims"));
+  auto scalar = nnx::shard_map(
+      [](at::Tensor x) { return nnx::psum_scatter(x.sum(), "i", 0, true); }, mesh, {nnx::P()},
+      nnx::P());
+  CHECK_THROWS_WITH(scalar(torch::ones({2})),
+                    Contains("psum_scatter: dim 0 lies outside a tensor of 0 dims"));
 }
 
 TEST_CASE("visualize_sharding draws who holds which block", "[ranks8]") {
