@@ -134,8 +134,10 @@ int main(int argc, char** argv) {
   const int64_t total_steps = epochs * train.steps_per_epoch();
   nnx::optim::Optimizer opt(
       model, nnx::optim::adamw(nnx::optim::warmup_cosine_decay_schedule(
-                 0.0, flags.number("lr"), std::min<int64_t>(200, total_steps / 10), total_steps)));
+                 0.0, flags.positive("lr"), std::min<int64_t>(200, total_steps / 10),
+                 total_steps)));
 
+  if (!flags.on("resume")) examples::start_fresh(out / "checkpoints", lead);
   ckpt::CheckpointManager manager((out / "checkpoints").string(),
                                   {.max_to_keep = 2, .async = true});
   nnx::metrics::MultiMetric train_metrics({{"loss", nnx::metrics::Average("loss")},

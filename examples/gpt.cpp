@@ -174,7 +174,8 @@ int main(int argc, char** argv) {
                    .mlp = 4 * flags.integer("d-model", 1),
                    .dtype = dtype == "bfloat16" ? at::kBFloat16 : at::kFloat};
   const fs::path out = flags.str("out");
-  const int64_t steps = flags.integer("steps", 1), batch = flags.integer("batch", 1);
+  // Warmup takes a tenth of the steps, at least one, and the decay at least one more.
+  const int64_t steps = flags.integer("steps", 2), batch = flags.integer("batch", 1);
   const int64_t stop_after = flags.integer("stop-after-step", 0);
 
   auto mesh = make_layout_mesh(layout, model_ways);
@@ -182,6 +183,8 @@ int main(int argc, char** argv) {
   nnx::MeshContext on(mesh);  // every rank computes only its blocks of the parameters
   nnx::Rngs rngs(flags.integer("seed"));
   GPT model(config, rngs);
+  const bool fresh = flags.integer("generate", 0) == 0 && !flags.on("resume");
+  if (fresh) examples::start_fresh(out / "checkpoints", lead);
   ckpt::CheckpointManager manager((out / "checkpoints").string(), {.max_to_keep = 2});
 
   if (const int64_t n = flags.integer("generate", 0); n > 0) {
@@ -192,11 +195,13 @@ int main(int argc, char** argv) {
     nnx::update(model, ckpt::part(restored, "model"));
     model.eval();
     const std::string prompt = flags.str("prompt");
+    if (prompt.empty()) flags.fail(lead, "--prompt must not be empty: generation continues it");
     std::vector<int64_t> context;  // byte ids 0-255, as the text file's tokens
     for (const char c : prompt) context.push_back(static_cast<unsigned char>(c));
     auto key = nnx::random::key(flags.integer("seed"));
+    const double temperature = flags.number("temperature", 0);
     for (int64_t i = 0; i < n; ++i)
-      context.push_back(next_token(model, context, config.max_len, flags.number("temperature"),
+      context.push_back(next_token(model, context, config.max_len, temperature,
                                    nnx::random::fold_in(key, static_cast<uint32_t>(i))));
     std::string shown;  // bytes outside printable ASCII shown as '?'
     for (int64_t t : context) shown += (t == '\n' || (t >= 32 && t < 127)) ? char(t) : '?';
@@ -225,7 +230,7 @@ int main(int argc, char** argv) {
   nnx::optim::Optimizer opt(
       model, nnx::optim::chain({nnx::optim::clip_by_global_norm(1.0),
                                 nnx::optim::adamw(nnx::optim::warmup_cosine_decay_schedule(
-                                    0.0, flags.number("lr"), std::max<int64_t>(1, steps / 10),
+                                    0.0, flags.positive("lr"), std::max<int64_t>(1, steps / 10),
                                     steps))}));
   auto everything = [&] {
     return ckpt::combine({{"model", nnx::state(model)}, {"opt", opt.state()},

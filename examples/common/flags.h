@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -51,21 +53,36 @@ class Flags {
   }
 
   std::string str(const std::string& name) const { return find_const(name).value; }
-  bool on(const std::string& name) const { return str(name) == "true" || str(name) == "1"; }
+  bool on(const std::string& name) const {
+    const std::string& v = str(name);
+    if (v != "true" && v != "1" && v != "false" && v != "0")
+      fail(print_, fmt::format("--{} is a switch: true or false (1 or 0), got '{}'", name, v));
+    return v == "true" || v == "1";
+  }
   int64_t integer(const std::string& name, int64_t min = INT64_MIN) const {
     const std::string& v = str(name);
     char* end = nullptr;
+    errno = 0;
     long long x = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0' || x < min)
+    if (v.empty() || *end != '\0' || errno == ERANGE || x < min)
       fail(print_, fmt::format("--{} needs an integer{}, got '{}'", name,
                                min == INT64_MIN ? "" : fmt::format(" >= {}", min), v));
     return x;
   }
-  double number(const std::string& name) const {
+  // A finite number, at least `min`.
+  double number(const std::string& name, double min = -HUGE_VAL) const {
     const std::string& v = str(name);
     char* end = nullptr;
     double x = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end != '\0') fail(print_, fmt::format("--{} needs a number, got '{}'", name, v));
+    if (v.empty() || *end != '\0' || !std::isfinite(x) || x < min)
+      fail(print_, fmt::format("--{} needs a finite number{}, got '{}'", name,
+                               min == -HUGE_VAL ? "" : fmt::format(" >= {}", min), v));
+    return x;
+  }
+  // A finite number above 0 (a learning rate).
+  double positive(const std::string& name) const {
+    const double x = number(name);
+    if (x <= 0) fail(print_, fmt::format("--{} needs a number above 0, got '{}'", name, str(name)));
     return x;
   }
 

@@ -73,6 +73,14 @@ expect_status 2 --epochs x
 grep -q "error: --epochs needs an integer >= 1, got 'x' (see --help)" "$work/log"
 expect_status 2 --no-such-flag 1
 grep -q "error: unknown flag --no-such-flag" "$work/log"
+expect_status 2 --resume=yes --out "$work/bad_out"
+grep -q "error: --resume is a switch: true or false (1 or 0), got 'yes'" "$work/log"
+expect_status 2 --lr nan --out "$work/bad_out"
+grep -q "error: --lr needs a finite number, got 'nan'" "$work/log"
+expect_status 2 --lr 0 --out "$work/bad_out"
+grep -q "error: --lr needs a number above 0, got '0'" "$work/log"
+expect_status 2 --seed 18446744073709551616
+grep -q "error: --seed needs an integer" "$work/log"
 expect_status 1 --data-dir "$work/none" --out "$work/none_out"
 grep -q "rank 0: .*cannot open $work/none/train-images-idx3-ubyte.gz" "$work/log"
 echo "flags: --help exits 0, bad flags exit 2, a missing dataset exits 1 naming the file"

@@ -52,6 +52,24 @@ echo "dp_tp on 4 ranks: stopped at step 3 and resumed, the losses equal the whol
 run split 4 --layout dp_tp --resume
 cmp "$work/dp_tp_4_2/losses.csv" "$work/split/losses.csv"
 echo "dp_tp on 4 ranks: resuming the finished run changes nothing"
+# A fresh run into that directory replaces its checkpoints: the manager saves no step at or
+# before the newest it finds, so the old run's would have stood in for the new one's.
+run split 4 --layout dp_tp --stop-after-step 3 --lr 0.001
+grep -q "replacing the checkpoints of an earlier run" "$work/split.log" ||
+  { cat "$work/split.log"; echo "no replacement said"; exit 1; }
+[ "$(ls "$work/split/checkpoints")" = "3" ] ||
+  { ls "$work/split/checkpoints"; echo "the earlier run's checkpoints were left"; exit 1; }
+echo "a fresh run into an earlier run's directory replaces its checkpoints"
+# An empty prompt, or a temperature that is no finite number >= 0, is a flag error.
+for bad in "--prompt=" "--temperature=nan" "--temperature=-1"; do
+  set +e
+  "$bin" "${small[@]}" --out "$work/dp_tp_4_2" --generate 4 "$bad" > "$work/bad.log" 2>&1
+  status=$?
+  set -e
+  [ "$status" -eq 2 ] && grep -q "^error: --" "$work/bad.log" ||
+    { cat "$work/bad.log"; echo "$bad exited $status, expected 2 with an error"; exit 1; }
+done
+echo "generation: an empty prompt and bad temperatures exit 2"
 
 # A prompt's bytes above 127 are byte ids 128-255, as the text's, not negative ids: the
 # generated text is printed back with the prompt, '?' for bytes outside printable ASCII.
