@@ -25,6 +25,12 @@ void Accuracy::update(const MetricInputs& inputs) {
             to_string(labels.shape()));
   NNX_CHECK(!at::isFloatingType(labels.dtype()) && !at::isComplexType(labels.dtype()),
             "Accuracy: labels must be integers, got {}", dtype_name(labels.dtype()));
+  // An input on no mesh is whole on every rank: it joins the other's mesh, replicated, so that
+  // both are compared row for row (a block was compared with whole rows).
+  if (logits.mesh() && !labels.mesh())
+    labels = device_put(labels.local(), {logits.mesh(), PartitionSpec()});
+  if (!logits.mesh() && labels.mesh())
+    logits = device_put(logits.local(), {labels.mesh(), PartitionSpec()});
   if (logits.mesh()) {
     // Each process compares whole rows: the class dim unsplit, labels laid out as the rows.
     std::vector<SpecEntry> entries(logits.spec().entries());

@@ -26,6 +26,8 @@ const Array& input(const MetricInputs& inputs, const std::string& name, const ch
 std::optional<Array> mask_of(const MetricInputs& inputs) {
   auto it = inputs.find("mask");
   if (it == inputs.end()) return std::nullopt;
+  NNX_CHECK(it->second.defined() && !it->second.is_abstract(),
+            "the input 'mask' holds no values; pass a mask of 0 and 1 per row, or none");
   return it->second;
 }
 

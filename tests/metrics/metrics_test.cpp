@@ -110,6 +110,9 @@ TEST_CASE("a mask leaves out padded examples") {
   CHECK(average.count() == 2.0);
   CHECK_THROWS_WITH(average.update({{"values", array({1})}, {"mask", array({1, 1})}}),
                     Contains("must match the leading dims of the values"));
+  CHECK_THROWS_WITH(average.update({{"values", array({1})}, {"mask", nnx::Array()}}),
+                    Contains("the input 'mask' holds no values"));
+  CHECK(average.count() == 2.0);  // neither bad update counted
   // A padded row's NaN or inf is left out with it; an unmasked NaN still shows.
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
@@ -204,5 +207,14 @@ TEST_CASE("metrics of sharded inputs equal the one-device metrics on every layou
     auto got = sharded.compute();
     INFO(layout.logits.to_string());
     for (const auto& [name, value] : expected) CHECK(got.at(name) == Approx(value).epsilon(1e-12));
+    // One of logits and labels on no mesh (whole on every rank), the other placed: it used to
+    // compare a block with whole rows, or fail in redistribute.
+    metrics::Accuracy mixed, mixed_other_way;
+    mixed.update({{"logits", place(logits, layout.logits)}, {"labels", nnx::Array(labels)},
+                  {"mask", place(mask, layout.rows)}});
+    mixed_other_way.update({{"logits", nnx::Array(logits)}, {"labels", place(labels, layout.rows)},
+                            {"mask", place(mask, layout.rows)}});
+    CHECK(mixed.compute() == Approx(expected.at("accuracy")).epsilon(1e-12));
+    CHECK(mixed_other_way.compute() == Approx(expected.at("accuracy")).epsilon(1e-12));
   }
 }
