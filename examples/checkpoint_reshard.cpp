@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 using nnx::P;
 namespace ckpt = nnx::checkpoint;
@@ -26,15 +27,27 @@ struct Net : nnx::Module {
 
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;
+  const bool lead = nnx::world_rank() == 0;
+  if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {  // one argument, a folder
+    const std::string given = argc == 2 ? argv[1] : "";
+    const bool help = given == "--help" || given == "-h";
+    if (lead)
+      fmt::print(help ? stdout : stderr, "usage: checkpoint_reshard [FOLDER] (default "
+                                         "/tmp/nnx_example_ckpt; its contents are replaced)\n");
+    return help ? 0 : 2;
+  }
   const fs::path dir = argc > 1 ? argv[1] : "/tmp/nnx_example_ckpt";
   const int64_t ranks = nnx::world_size(), ways = ranks % 2 == 0 ? 2 : 1;
   // The run starts afresh, but deletes only a folder this example made (it leaves a mark there)
   // or an empty one: a folder given by mistake keeps its files.
   const fs::path mark = dir / ".made-by-checkpoint_reshard";
   std::error_code ec;
-  const bool ours = !fs::exists(dir) || fs::is_empty(dir, ec) || fs::exists(mark);
-  if (!ours) {
-    if (nnx::world_rank() == 0)
+  // Every rank decides alike (a rank looking while rank 0 deletes could see the mark gone).
+  const bool mine = !fs::exists(dir) || fs::is_empty(dir, ec) || fs::exists(mark);
+  auto ours = torch::tensor({mine ? 1 : 0});
+  nnx::Communicator::world().all_reduce_(ours, nnx::ReduceOp::min);
+  if (ours.item<int64_t>() == 0) {
+    if (lead)
       fmt::print(stderr, "checkpoint_reshard: '{}' holds files this example did not make; give "
                          "it a new or empty folder (it deletes the folder's contents)\n",
                  dir.string());
