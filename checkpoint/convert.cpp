@@ -6,6 +6,7 @@
 #include <nnx/checkpoint/inspect.h>
 #include <nnx/checkpoint/manifest.h>
 #include <nnx/checkpoint/safetensors.h>
+#include <nnx/checkpoint/detail/open_shard.h>
 #include <nnx/core/error.h>
 
 #include <fcntl.h>
@@ -89,9 +90,7 @@ void export_safetensors(const std::string& dir, const std::string& file) {
     auto& in = files[c.file];
     if (!in) {
       const std::string path = dir + "/" + c.file;
-      NNX_CHECK(fs::exists(path), "'{}' holds part of '{}' but is missing: the checkpoint is "
-                "incomplete; copy the file back, or export another checkpoint", path, v.path);
-      in = std::make_unique<InputFile>(path);
+      in = std::make_unique<InputFile>(detail::open_shard(path, v.path, "export"));
       NNX_CHECK(sizes.count(c.file) != 0 && in->size() == sizes[c.file],
                 "'{}' has {} bytes but the manifest records {}: the file was truncated or "
                 "replaced after the save, nothing was exported", path, in->size(), sizes[c.file]);

@@ -5,6 +5,7 @@
 #include <nnx/checkpoint/crc32c.h>
 #include <nnx/checkpoint/file_io.h>
 #include <nnx/checkpoint/safetensors.h>
+#include <nnx/checkpoint/detail/open_shard.h>
 #include <nnx/checkpoint/detail/save_plan.h>
 #include <nnx/core/error.h>
 #include <nnx/sharding/spec_check.h>
@@ -13,7 +14,6 @@
 
 #include <torch/types.h>
 
-#include <filesystem>
 #include <map>
 #include <string_view>
 #include <unordered_map>
@@ -35,12 +35,7 @@ class ShardFiles {
   const InputFile& open(const ChunkRecord& chunk, const VariableRecord& variable) {
     auto it = files_.find(chunk.file);
     if (it == files_.end()) {
-      const std::string path = dir_ + "/" + chunk.file;
-      NNX_CHECK(std::filesystem::exists(path),
-                "'{}' holds part of '{}' but is missing: the checkpoint in '{}' is incomplete; "
-                "copy the file back, or restore another checkpoint",
-                path, variable.path, dir_);
-      InputFile file(path);
+      InputFile file = detail::open_shard(dir_ + "/" + chunk.file, variable.path, "restore");
       NNX_CHECK(file.size() == sizes_.at(chunk.file),
                 "'{}' has {} bytes but the manifest records {}: the file was truncated or "
                 "replaced after the save",

@@ -56,13 +56,13 @@ struct ClipLikeJax : torch::autograd::Function<ClipLikeJax> {
 };
 
 // The share of the cotangent an operand of maximum (or minimum) gets: 1 where it alone is chosen,
-// 0.5 on a tie, 0 where the other is chosen or either is NaN; summed back to its shape.
-at::Tensor extremum_share(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& other,
-                          bool maximum) {
-  const at::ScalarType dtype = grad.scalar_type();
+// 0.5 on a tie (`half_ties`: grad * 0.5 where the operands are equal), 0 where the other is
+// chosen or either is NaN; summed back to its shape.
+at::Tensor extremum_share(const at::Tensor& grad, const at::Tensor& half_ties,
+                          const at::Tensor& self, const at::Tensor& other, bool maximum) {
   const at::Tensor chosen = maximum ? self > other : self < other;
-  const at::Tensor share = chosen.to(dtype) + (self == other).to(dtype) * 0.5;
-  return at::sum_to(grad * share, self.sizes()).to(self.scalar_type());
+  const at::Tensor share = grad * chosen.to(grad.scalar_type()) + half_ties;
+  return at::sum_to(share, self.sizes()).to(self.scalar_type());
 }
 
 struct ExtremumLikeJax : torch::autograd::Function<ExtremumLikeJax> {
@@ -75,9 +75,13 @@ struct ExtremumLikeJax : torch::autograd::Function<ExtremumLikeJax> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const bool maximum = ctx->saved_data["maximum"].toBool();
+    const at::Tensor& grad = grads[0];
+    const at::Tensor half_ties = grad * (saved[0] == saved[1]).to(grad.scalar_type()) * 0.5;
     at::Tensor dx, dy;
-    if (ctx->needs_input_grad(0)) dx = extremum_share(grads[0], saved[0], saved[1], maximum);
-    if (ctx->needs_input_grad(1)) dy = extremum_share(grads[0], saved[1], saved[0], maximum);
+    if (ctx->needs_input_grad(0))
+      dx = extremum_share(grad, half_ties, saved[0], saved[1], maximum);
+    if (ctx->needs_input_grad(1))
+      dy = extremum_share(grad, half_ties, saved[1], saved[0], maximum);
     return {dx, dy, {}};
   }
 };
