@@ -17,7 +17,7 @@ PartitionSpec resolve_partition_spec(const Metadata& md, size_t rank, const std:
 PartitionSpec checked_partition_spec(const Metadata& md, const Shape& shape, const Mesh& mesh,
                                      const std::string& what) {
   auto spec = resolve_partition_spec(md, shape.size(), what);
-  check_spec(spec, shape, mesh, what);
+  check_spec(spec, shape, mesh, what, /*after_rules=*/true);
   return spec;
 }
 
@@ -38,7 +38,7 @@ PathMap<NamedSharding> get_named_sharding(const State& state, std::shared_ptr<co
   PathMap<NamedSharding> out;
   for (const auto& [path, v] : state) {
     auto spec = resolve_partition_spec(path, v);
-    check_spec(spec, v.shape(), *mesh, path);
+    check_spec(spec, v.shape(), *mesh, path, /*after_rules=*/true);
     out.emplace_back(path, NamedSharding{mesh, spec});
   }
   return out;

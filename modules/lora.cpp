@@ -1,4 +1,5 @@
 // LoRA adapters.
+#include <nnx/modules/detail/checked_size.h>
 #include <nnx/modules/lora.h>
 #include <nnx/sharding/ops.h>
 
@@ -6,12 +7,25 @@ namespace nnx {
 
 LoRA::LoRA(int64_t in_features, int64_t lora_rank, int64_t out_features, Rngs& rngs,
            LoRAOptions options)
-    : lora_a(options.a_initializer(rngs.params(), {in_features, lora_rank}, options.param_dtype),
+    : lora_a(options.a_initializer(rngs.params(),
+                                   {detail::checked_size(in_features, "LoRA", "in_features"),
+                                    detail::checked_size(lora_rank, "LoRA", "lora_rank")},
+                                   options.param_dtype),
              options.a_metadata),
-      lora_b(options.b_initializer(rngs.params(), {lora_rank, out_features}, options.param_dtype),
+      lora_b(options.b_initializer(rngs.params(),
+                                   {lora_rank,
+                                    detail::checked_size(out_features, "LoRA", "out_features")},
+                                   options.param_dtype),
              options.b_metadata) {}
 
 Array LoRA::operator()(const Array& x) const {
+  const int64_t in = lora_a.shape()[0];
+  NNX_CHECK(x.ndim() >= 1 && x.shape().back() == in,
+            "this LoRA takes inputs [..., {}] (in_features), got {}", in, to_string(x.shape()));
+  // One example, [in] -> [out], as x @ lora_a @ lora_b in Flax.
+  if (x.ndim() == 1)
+    return reshape(matmul(matmul(reshape(x, {1, in}), lora_a.value()), lora_b.value()),
+                   {lora_b.shape()[1]});
   return matmul(matmul(x, lora_a.value()), lora_b.value());
 }
 

@@ -49,6 +49,12 @@ at::Tensor nan_rows_outside(const at::Tensor& rows, const at::Tensor& ids, int64
                           std::numeric_limits<double>::quiet_NaN());
 }
 
+// The rows of `ids` (from_end already applied), NaN rows for ids outside the table.
+at::Tensor rows_or_nan(const at::Tensor& table, const at::Tensor& ids) {
+  return nan_rows_outside(torch::embedding(table, ids.clamp(0, table.size(0) - 1)), ids,
+                          table.size(0));
+}
+
 }  // namespace
 
 Array embedding_lookup(const Array& table0, const Array& given_ids) {
@@ -61,6 +67,10 @@ Array embedding_lookup(const Array& table0, const Array& given_ids) {
   const Array ids0 = taken ? given_ids : astype(given_ids, at::kLong);
   auto mesh = common_mesh({&table0, &ids0}, "embedding_lookup");
   const int64_t vocab = table0.shape()[0];
+  // On a GPU, LibTorch's check of the ids is a device-side assert that ends the process: ids
+  // outside the table give NaN rows there, as JAX's take on any device.
+  if (!mesh && !ids0.local().is_cpu())
+    return Array(rows_or_nan(table0.local(), from_end(ids0.local(), vocab)));
   if (!mesh) {
     try {
       return Array(torch::embedding(table0.local(), from_end(ids0.local(), vocab)));
@@ -78,13 +88,13 @@ Array embedding_lookup(const Array& table0, const Array& given_ids) {
   table = relayout(table, {vocab_axes, feature_axes}, {});
   const at::Tensor local_ids = from_end(ids.local(), vocab);
   at::Tensor out;
-  if (vocab_axes.empty()) {
+  if (vocab_axes.empty() && !local_ids.is_cpu()) {
+    out = rows_or_nan(table.local(), local_ids);
+  } else if (vocab_axes.empty()) {
     try {
       out = torch::embedding(table.local(), local_ids);
     } catch (const c10::IndexError&) {  // the lookup refused an id: NaN rows, as below
-      out = nan_rows_outside(
-          torch::embedding(table.local(), local_ids.clamp(0, table.shape()[0] - 1)), local_ids,
-          table.shape()[0]);
+      out = rows_or_nan(table.local(), local_ids);
     }
   } else {
     // This process holds rows [start, start + rows): other ids give zeros, summed later.
@@ -222,10 +232,12 @@ at::Tensor with_labels_checked(int64_t classes, const char* op, Pick pick) {
 }
 
 // On a mesh, labels outside [0, classes) give NaN, as optax's (and as embedding_lookup's ids),
-// rather than an error on the one rank that holds them while the others go on: `labels` is
-// clamped into range, and the mask says where it was not (undefined off a mesh).
-at::Tensor clamp_labels_on_mesh(at::Tensor& labels, int64_t classes, bool on_mesh) {
-  if (!on_mesh) return {};
+// rather than an error on the one rank that holds them while the others go on; on a GPU too,
+// where LibTorch's check is a device-side assert that ends the process. `labels` is clamped into
+// range, and the mask says where it was not (undefined where LibTorch's error is kept: a CPU
+// tensor off a mesh).
+at::Tensor clamp_labels(at::Tensor& labels, int64_t classes, bool on_mesh) {
+  if (!on_mesh && labels.is_cpu()) return {};
   at::Tensor outside = (labels < 0) | (labels >= classes);
   labels = labels.clamp(0, classes - 1);
   return outside;
@@ -237,11 +249,12 @@ Array cross_entropy(const Array& logits0, const Array& labels0) {
   auto [logits, labels, batch_dims, mesh] =
       classes_and_labels(logits0, labels0, "cross_entropy");
   // log_softmax then one fused negative-log-likelihood sum; no label is ignored (an index
-  // outside [0, classes) is an error off a mesh, as with a gather, and NaN on one).
+  // outside [0, classes) is an error on the CPU off a mesh, as with a gather, and NaN on a mesh
+  // or a GPU).
   const int64_t classes = logits.shape().back();
   at::Tensor lsm = logits.local().log_softmax(-1).reshape({-1, classes});
   at::Tensor ids = labels.local();
-  const at::Tensor outside = clamp_labels_on_mesh(ids, classes, mesh != nullptr);
+  const at::Tensor outside = clamp_labels(ids, classes, mesh != nullptr);
   at::Tensor summed = with_labels_checked(classes, "cross_entropy", [&] {
     return at::nll_loss(lsm, ids.reshape({-1}), {}, at::Reduction::Sum,
                         std::numeric_limits<int64_t>::min());
@@ -257,10 +270,10 @@ Array cross_entropy(const Array& logits0, const Array& labels0) {
 Array softmax_cross_entropy_with_integer_labels(const Array& logits0, const Array& labels0) {
   auto [logits, labels, batch_dims, mesh] =
       classes_and_labels(logits0, labels0, "softmax_cross_entropy_with_integer_labels");
-  // A label outside [0, classes) is an error, or NaN on a mesh, as in cross_entropy.
+  // A label outside [0, classes) is an error, or NaN on a mesh or a GPU, as in cross_entropy.
   const int64_t classes = logits.shape().back();
   at::Tensor ids = labels.local();
-  const at::Tensor outside = clamp_labels_on_mesh(ids, classes, mesh != nullptr);
+  const at::Tensor outside = clamp_labels(ids, classes, mesh != nullptr);
   const at::Tensor index = ids.unsqueeze(-1);
   at::Tensor local = with_labels_checked(
       classes, "softmax_cross_entropy_with_integer_labels",

@@ -5,6 +5,7 @@
 #include <nnx/sharding/redistribute.h>
 #include <nnx/sharding/detail/call_stack.h>
 #include <nnx/sharding/detail/local_steps.h>
+#include <nnx/sharding/detail/rank_shapes.h>
 #include <nnx/sharding/spec_check.h>
 
 #include <torch/types.h>
@@ -94,6 +95,14 @@ std::string current_redistribute_label() {
 Array device_put(const at::Tensor& full, const NamedSharding& sharding) {
   NNX_CHECK(sharding.mesh && sharding.mesh->is_bound(),
             "device_put needs a mesh made by nnx::make_mesh");
+  // Collective on a mesh of several processes, as jax.device_put: their tensors agree in dtype
+  // and shape. First, before any check that could fail on some ranks only while the others wait
+  // in the collective.
+  detail::check_same_on_every_rank(
+      *sharding.mesh, full,
+      {"device_put", "whole tensors",
+       "every process passes the same whole tensor; to pass each process's own block, use "
+       "make_array_from_process_local_data"});
   Shape shape = full.sizes().vec();
   auto spec = pad_spec(sharding.spec, shape.size());
   check_spec(spec, shape, *sharding.mesh, "device_put");
@@ -109,6 +118,12 @@ Array device_put(const at::Tensor& full, const NamedSharding& sharding) {
 Array make_array_from_process_local_data(const NamedSharding& sharding, const at::Tensor& local) {
   NNX_CHECK(sharding.mesh && sharding.mesh->is_bound(),
             "make_array_from_process_local_data needs a mesh made by nnx::make_mesh");
+  detail::check_same_on_every_rank(
+      *sharding.mesh, local,
+      {"make_array_from_process_local_data", "local blocks",
+       "every process passes a block of the same dtype and shape (the global shape is the "
+       "block's times the mesh axes its spec names); pad a short last batch and mask it, as "
+       "nnx::DataLoader does"});
   auto spec = pad_spec(sharding.spec, local.dim());
   NNX_CHECK(spec.size() == static_cast<size_t>(local.dim()),
             "{} is longer than the local data's rank {}", sharding.spec.to_string(), local.dim());

@@ -12,11 +12,15 @@
 
 namespace nnx {
 
-// jax.device_put(x, sharding): every process passes the whole tensor and keeps its block.
+// jax.device_put(x, sharding): every process passes the whole tensor and keeps its block. As in
+// JAX, collective on a mesh of several processes: they first check that their tensors agree in
+// dtype and shape (one small all-gather), and all throw, naming each one's, if not.
 Array device_put(const at::Tensor& full, const NamedSharding& sharding);
 
 // jax.make_array_from_process_local_data: each process passes its own block (the rows its data
-// loader read); the global shape follows from the block shape and the sharding.
+// loader read); the global shape follows from the block shape and the sharding. Collective on a
+// mesh of several processes: blocks of different dtypes or shapes (a short last batch) would
+// make a different global array on each, so every process throws, naming each one's.
 Array make_array_from_process_local_data(const NamedSharding& sharding, const at::Tensor& local);
 
 // The whole value on every process. `where` (the caller's line) names the call in the errors of

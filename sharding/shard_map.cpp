@@ -1,6 +1,7 @@
 // shard_map's context, inputs/outputs, and the collectives of its bodies.
 #include <nnx/core/error.h>
 #include <nnx/sharding/detail/differentiable_collectives.h>
+#include <nnx/sharding/detail/replication_check.h>
 #include <nnx/sharding/shard_map.h>
 #include <nnx/sharding/spec_check.h>
 
@@ -41,7 +42,8 @@ Array shard_map_input(const at::Tensor& x, const std::shared_ptr<const Mesh>& me
 }
 
 Array shard_map_output(const at::Tensor& local, const std::shared_ptr<const Mesh>& mesh,
-                       const PartitionSpec& spec) {
+                       const PartitionSpec& spec, size_t index) {
+  if (Communicator::checking()) check_shard_map_output(*mesh, local, spec, index);
   NNX_CHECK(spec.size() <= static_cast<size_t>(local.dim()),
             "out spec {} is longer than the output's rank {}", spec.to_string(), local.dim());
   Shape shape = local.sizes().vec();

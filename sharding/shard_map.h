@@ -60,9 +60,11 @@ Array shard_map_input(const Array& x, const std::shared_ptr<const Mesh>& mesh,
                       const PartitionSpec& spec);
 Array shard_map_input(const at::Tensor& x, const std::shared_ptr<const Mesh>& mesh,
                       const PartitionSpec& spec);
-// The global Array whose local blocks are `local` laid out by spec (global = local x ways).
+// The global Array whose local blocks are `local` laid out by spec (global = local x ways). In
+// debug mode (Communicator::checking()) output `index` is checked first: the same shape on every
+// process, and equal along the mesh axes its spec leaves out.
 Array shard_map_output(const at::Tensor& local, const std::shared_ptr<const Mesh>& mesh,
-                       const PartitionSpec& spec);
+                       const PartitionSpec& spec, size_t index);
 void check_spec_count(size_t given, size_t expected, const char* what);
 }  // namespace detail
 
@@ -88,14 +90,14 @@ template <class Fn> class ShardMapped {
     auto result = fn_(placed[I].local()...);
     if constexpr (std::is_convertible_v<decltype(result), at::Tensor>) {
       detail::check_spec_count(1, out_specs_.size(), "out_specs");
-      return detail::shard_map_output(result, mesh_, out_specs_[0]);
+      return detail::shard_map_output(result, mesh_, out_specs_[0], 0);
     } else {
       constexpr size_t n = std::tuple_size_v<decltype(result)>;
       detail::check_spec_count(n, out_specs_.size(), "out_specs");
       std::vector<Array> outs;
       std::apply([&](const auto&... t) {
         size_t k = 0;
-        (outs.push_back(detail::shard_map_output(t, mesh_, out_specs_[k++])), ...);
+        ((outs.push_back(detail::shard_map_output(t, mesh_, out_specs_[k], k)), ++k), ...);
       }, result);
       return outs;
     }

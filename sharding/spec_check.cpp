@@ -8,7 +8,7 @@
 namespace nnx {
 
 void check_spec(const PartitionSpec& spec, const Shape& shape, const Mesh& mesh,
-                std::string_view what) {
+                std::string_view what, bool after_rules) {
   NNX_CHECK(spec.size() <= shape.size(),
             "{}: {} has {} entries but the array has rank {} (shape {}); give at most one entry "
             "per dim",
@@ -19,10 +19,11 @@ void check_spec(const PartitionSpec& spec, const Shape& shape, const Mesh& mesh,
     int64_t ways = 1;
     for (const auto& axis : spec[d].names()) {
       const auto found = std::find(names.begin(), names.end(), axis);
-      NNX_CHECK(found != names.end(),
-                "{}: {} names axis '{}', which {} does not have; use one of ({}) or add a "
-                "sharding rule for the logical name '{}'",
-                what, spec.to_string(), axis, mesh.to_string(), fmt::join(names, ", "), axis);
+      NNX_CHECK(found != names.end(), "{}: {} names axis '{}', which {} does not have; use one "
+                "of ({}){}",
+                what, spec.to_string(), axis, mesh.to_string(), fmt::join(names, ", "),
+                after_rules ? fmt::format(" or add a sharding rule for the logical name '{}'", axis)
+                            : std::string(" (here a spec names mesh axes, not logical names)"));
       const auto index = static_cast<size_t>(found - names.begin());
       NNX_CHECK(!(used >> index & 1),
                 "{}: {} uses mesh axis '{}' twice; a mesh axis can shard one dim only", what,

@@ -23,6 +23,8 @@ TEST_CASE("negative layer sizes are errors naming the layer and the argument") {
                     Contains("BatchNorm's num_features must not be negative"));
   CHECK_THROWS_WITH(nnx::LayerNorm(-1, rngs), Contains("LayerNorm's num_features"));
   CHECK_THROWS_WITH(nnx::RMSNorm(-2, rngs), Contains("RMSNorm's num_features"));
+  CHECK_THROWS_WITH(nnx::LoRA(4, -2, 8, rngs), Contains("LoRA's lora_rank must not be negative"));
+  CHECK_THROWS_WITH(nnx::LoRALinear(4, 8, -2, rngs), Contains("LoRA's lora_rank"));
 }
 
 TEST_CASE("inputs a layer cannot take are errors naming what it expects") {
@@ -31,6 +33,14 @@ TEST_CASE("inputs a layer cannot take are errors naming what it expects") {
   CHECK_THROWS_WITH(linear(nnx::Array(torch::ones({2, 5}))),
                     Contains("this Linear takes inputs [..., 4] (in_features), got (2, 5)"));
   CHECK(linear(nnx::Array(torch::ones({4}))).shape() == nnx::Shape{8});
+  // LoRALinear takes one example [in] as Linear does, giving the row of a batch of one.
+  nnx::LoRALinear lora_linear(4, 8, 2, rngs, {}, {.b_initializer = nnx::initializers::ones()});
+  const at::Tensor example = torch::randn({4});
+  const nnx::Array one = lora_linear(nnx::Array(example));
+  CHECK(one.shape() == nnx::Shape{8});
+  CHECK(torch::equal(one.local(), lora_linear(nnx::Array(example.unsqueeze(0))).local()[0]));
+  CHECK_THROWS_WITH(lora_linear.lora(nnx::Array(torch::ones({2, 5}))),
+                    Contains("this LoRA takes inputs [..., 4] (in_features), got (2, 5)"));
   const nnx::Array scalar(torch::tensor(1.0f));
   nnx::LayerNorm norm(4, rngs);
   CHECK_THROWS_WITH(norm(scalar), Contains("layer_norm normalizes x [..., features]; got a 0-d"));

@@ -1,7 +1,9 @@
 // Bad input to the sharding API, each an error on every rank naming what is wrong and the fix,
 // or JAX's value: a loss off the model's mesh, an integer loss, null meshes, set_sharding on
 // values, gather of an abstract array, members given different ppermute pairs, labels outside
-// the classes on a mesh, and reshape sizes below -1.
+// the classes on a mesh, reshape sizes below -1, processes whose tensors differ in shape where
+// the API assumes they agree, and (in debug mode) shard_map outputs that are not replicated as
+// their out specs say.
 #include "../catch_after_torch.h"
 
 #include "sharding_test_util.h"
@@ -11,6 +13,8 @@
 #include <torch/types.h>
 
 #include <cmath>
+#include <numeric>
+#include <vector>
 
 using Catch::Matchers::Contains;
 using nnx::P;
@@ -99,4 +103,98 @@ TEST_CASE("reshape sizes below -1, or a -1 beside a 0, are errors naming the sha
   CHECK_THROWS_WITH(nnx::reshape(nnx::Array(torch::ones({0, 3})), {0, -1}),
                     Contains("the -1 cannot be inferred next to a size 0"));
   CHECK(nnx::reshape(four, {2, -1}).shape() == nnx::Shape{2, 2});
+}
+
+TEST_CASE("processes passing tensors of different shapes to device_put or "
+          "make_array_from_process_local_data all get an error naming each one's",
+          "[ranks2][ranks4]") {
+  nnx_test::CheckingMode checking(false);  // checked outside debug mode too
+  const int n = nnx::world_size(), me = nnx::world_rank();
+  auto mesh = nnx::make_mesh({n}, {"data"});
+  // The last rank's batch is one row short: its global shape would differ from the others'.
+  const int64_t rows = me == n - 1 ? 3 : 4;
+  std::vector<int> first(n - 1);
+  std::iota(first.begin(), first.end(), 0);
+  const std::string others = fmt::format("rank{} {}", n > 2 ? "s" : "", fmt::join(first, ", "));
+  CHECK_THROWS_WITH(
+      nnx::make_array_from_process_local_data({mesh, P("data")}, torch::ones({rows, 2})),
+      Contains("the processes passed local blocks of different dtypes or shapes") &&
+          Contains(fmt::format("({}: float32 (4, 2); rank {}: float32 (3, 2))", others, n - 1)) &&
+          Contains("pad a short last batch and mask it"));
+  CHECK_THROWS_WITH(nnx::device_put(torch::ones({rows * n, 2}), {mesh, P("data")}),
+                    Contains("[device_put] the processes passed whole tensors") &&
+                        Contains(fmt::format("({}: float32 ({}, 2); rank {}: float32 ({}, 2))",
+                                             others, 4 * n, n - 1, 3 * n)));
+  // A dtype alone differing is named too.
+  const auto dtype = me == 0 ? torch::kDouble : torch::kFloat;
+  CHECK_THROWS_WITH(nnx::device_put(torch::ones({n}, dtype), {mesh, P()}),
+                    Contains("rank 0: float64 (") && Contains("float32 ("));
+  // Values may differ (tests and users slice rank-specific data this way); shapes may not.
+  CHECK(nnx::device_put(torch::full({n}, me), {mesh, P("data")}).local().item<int64_t>() == me);
+  // Agreeing processes still place their blocks, and the mesh is usable after the errors.
+  auto placed = nnx::make_array_from_process_local_data(
+      {mesh, P("data")}, torch::full({2, 2}, static_cast<float>(me)));
+  CHECK(placed.shape() == nnx::Shape{2 * n, 2});
+  CHECK(nnx::gather(nnx::sum(placed)).item<float>() == 4.0f * n * (n - 1) / 2);
+}
+
+TEST_CASE("a device_put spec naming an axis the mesh lacks says specs name mesh axes there") {
+  auto mesh = nnx::make_mesh({nnx::world_size()}, {"data"});
+  CHECK_THROWS_WITH(nnx::device_put(torch::ones({4}), {mesh, P("batch")}),
+                    Contains("names axis 'batch', which Mesh('data': 1) does not have; use one "
+                             "of (data) (here a spec names mesh axes, not logical names)"));
+}
+
+TEST_CASE("in debug mode shard_map refuses an output its out spec calls replicated where it "
+          "differs, and outputs whose shapes differ", "[ranks2][ranks4]") {
+  nnx_test::CheckingMode checking(true);
+  const int n = nnx::world_size();
+  auto mesh = nnx::make_mesh({n}, {"i"});
+  const auto x = torch::arange(2 * n, torch::kFloat);
+  // Each member's own block, declared replicated (P()): JAX refuses this from the types.
+  auto unreduced = nnx::shard_map([](at::Tensor b) { return b.sum(0, true); }, mesh, {P("i")},
+                                  P());
+  CHECK_THROWS_WITH(unreduced(x),
+                    Contains("[shard_map output 0] out spec PartitionSpec() leaves out mesh axes "
+                             "(i), so the output must be equal along them, but rank 1 holds a "
+                             "value unlike rank 0's; reduce it over those axes"));
+  // Reduced, it is replicated; named in the out spec, it may differ.
+  auto reduced = nnx::shard_map([](at::Tensor b) { return nnx::psum(b.sum(0, true), "i"); },
+                                mesh, {P("i")}, P());
+  CHECK(nnx::gather(reduced(x)).item<float>() == static_cast<float>(n * (2 * n - 1)));
+  auto blocks = nnx::shard_map([](at::Tensor b) { return b.sum(0, true); }, mesh, {P("i")},
+                               P("i"));
+  CHECK(blocks(x).shape() == nnx::Shape{n});
+  // -0.0 and 0.0 are the same value.
+  auto zeros = nnx::shard_map(
+      [](at::Tensor b) { return b.narrow(0, 0, 1) * 0 * (nnx::axis_index("i") % 2 ? -1 : 1); },
+      mesh, {P("i")}, P());
+  CHECK(nnx::gather(zeros(x)).item<float>() == 0.0f);
+  // A body whose output shape depends on the member.
+  auto ragged = nnx::shard_map(
+      [](at::Tensor b) { return b.narrow(0, 0, nnx::axis_index("i") == 0 ? 2 : 1); }, mesh,
+      {P("i")}, P("i"));
+  CHECK_THROWS_WITH(ragged(x), Contains("[shard_map output 0] the processes passed outputs of "
+                                        "different dtypes or shapes (rank 0: float32 (2,); rank"));
+  // The second output of a tuple is named as such.
+  auto pair = nnx::shard_map(
+      [](at::Tensor b) { return std::make_tuple(nnx::psum(b, "i"), b * 2); }, mesh, {P("i")},
+      std::vector{P(), P()});
+  CHECK_THROWS_WITH(pair(x), Contains("[shard_map output 1] out spec PartitionSpec() leaves out"));
+}
+
+TEST_CASE("debug mode's replication check follows the axes the out spec leaves out",
+          "[ranks4]") {
+  nnx_test::CheckingMode checking(true);
+  auto mesh = nnx::make_mesh({2, 2}, {"a", "b"});
+  const auto x = torch::arange(4, torch::kFloat).reshape({2, 2});
+  // Summed over b, each row is equal along b and differs along a, as P("a") says.
+  auto rows = nnx::shard_map([](at::Tensor blk) { return nnx::psum(blk, "b"); }, mesh,
+                             {P("a", "b")}, P("a"));
+  CHECK(torch::equal(nnx::gather(rows(x)), torch::tensor({1.0f, 5.0f}).reshape({2, 1})));
+  // Summed over a instead, it still differs along b, which P("a") leaves out.
+  auto columns = nnx::shard_map([](at::Tensor blk) { return nnx::psum(blk, "a"); }, mesh,
+                                {P("a", "b")}, P("a"));
+  CHECK_THROWS_WITH(columns(x), Contains("leaves out mesh axes (b)") &&
+                                    Contains("rank 1 holds a value unlike rank 0's"));
 }

@@ -18,6 +18,7 @@
 #include <ATen/Parallel.h>
 #include <sched.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -153,6 +154,28 @@ TEST_CASE("dropout on a CUDA array drops the same elements as on the CPU", "[gpu
   CHECK(gpu.is_cuda());
   CHECK(torch::equal(gpu.cpu().eq(0), host.eq(0)));
   CHECK(torch::allclose(gpu.cpu(), host));
+}
+
+TEST_CASE("labels and ids outside the classes or table give NaN on a GPU, not a device assert",
+          "[gpu]") {
+  if (nnx::cuda_device_count() == 0) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  const auto logits = torch::randn({3, 4}, torch::kCUDA);
+  const auto labels = torch::tensor({0, 4, 2}, torch::kLong).to(torch::kCUDA);
+  const auto each = nnx::softmax_cross_entropy_with_integer_labels(nnx::Array(logits),
+                                                                   nnx::Array(labels)).local();
+  CHECK(torch::equal(torch::isnan(each).cpu(), torch::tensor({false, true, false})));
+  CHECK(std::isnan(
+      nnx::cross_entropy(nnx::Array(logits), nnx::Array(labels)).local().item<double>()));
+  const auto table = torch::randn({5, 2}, torch::kCUDA);
+  const auto rows = nnx::embedding_lookup(nnx::Array(table), nnx::Array(labels * 2)).local();
+  CHECK(torch::equal(rows[0].cpu(), table[0].cpu()));
+  CHECK(torch::isnan(rows[1]).all().item<bool>());  // id 8 of 5 rows
+  CHECK(torch::equal(rows[2].cpu(), table[4].cpu()));
+  // The device still works after them.
+  CHECK(torch::equal((labels + 1).cpu(), torch::tensor({1, 5, 3}, torch::kLong)));
 }
 
 TEST_CASE("collective buffers are made on the device of the tensors they carry", "[gpu]") {
