@@ -51,11 +51,7 @@ std::string to_string(const Key& key) {
 }
 
 Key key(int64_t seed) {
-  const bool fits_int32 = seed >= std::numeric_limits<int32_t>::min() &&
-                          seed <= std::numeric_limits<int32_t>::max();
-  const auto u = static_cast<uint64_t>(seed);
-  if (fits_int32) return Key{{0u, static_cast<uint32_t>(u)}};
-  return Key{{static_cast<uint32_t>(u >> 32), static_cast<uint32_t>(u & 0xffffffffu)}};
+  return Key{{0u, static_cast<uint32_t>(static_cast<uint64_t>(seed) & 0xffffffffu)}};
 }
 
 Key fold_in(const Key& key, uint32_t data) { return Key{threefry2x32(key.words, {0u, data})}; }

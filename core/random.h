@@ -28,9 +28,9 @@ std::string to_string(const Key& key);  // "Key(0, 42)"
 std::array<uint32_t, 2> threefry2x32(std::array<uint32_t, 2> key,
                                      std::array<uint32_t, 2> counter);
 
-// jax.random.key(seed) with threefry. Seeds in int32 range give [0, uint32(seed)], as JAX with
-// x64 disabled (the default); others give [seed >> 32 (logical), seed & 0xffffffff], as JAX
-// with x64 enabled (where JAX x32 would refuse the seed). Negative int32 seeds follow x32.
+// jax.random.key(seed) with threefry, as JAX with x64 disabled (the default, and Flax's): every
+// seed gives [0, uint32(seed)], its low 32 bits (seeds beyond int32 wrap, as they do there; JAX
+// with x64 enabled would give [seed >> 32, seed & 0xffffffff] instead).
 Key key(int64_t seed);
 
 // jax.random.fold_in: threefry2x32(key, {0, data}).

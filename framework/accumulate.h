@@ -31,6 +31,7 @@ LossAndGrads value_and_grad_accumulated(Fn&& fn, M& model, int64_t micro_batches
     total.loss = i == 0 ? loss : total.loss + loss;
   }
   total.grads = reducer.finish();
+  detail::detach_written_variables(model);
   detail::scale_grads(total.grads, 1.0 / static_cast<double>(micro_batches));
   total.loss = total.loss * (1.0 / static_cast<double>(micro_batches));
   return total;

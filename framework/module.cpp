@@ -2,6 +2,7 @@
 #include <nnx/core/error.h>
 #include <nnx/framework/module.h>
 
+#include <algorithm>
 #include <unordered_set>
 
 namespace nnx {
@@ -21,11 +22,27 @@ void check_map_key(const std::string& path, const std::string& key) {
 }
 
 void visit_module(Module& module, const std::string& path, GraphVisitor& visitor) {
+  auto& open = visitor.open_modules;
+  NNX_CHECK(std::find(open.begin(), open.end(), &module) == open.end(),
+            "'{}' is a {} that contains itself through shared_ptr fields (a cycle); nnx walks "
+            "modules as a tree whose nodes may be shared but not cyclic: hold the reference back "
+            "up as a plain pointer or std::weak_ptr, without NNX_FIELD",
+            path, module.type_name());
   if (!visitor.module(path, module)) return;
+  open.push_back(&module);
+  struct Close {
+    std::vector<const Module*>& open;
+    ~Close() { open.pop_back(); }
+  } close{open};
   for (const auto& field : module.fields_) {
     void* address = reinterpret_cast<char*>(&module) + field.offset;
     field.visit(address, join_path(path, field.name), visitor);
   }
+}
+
+void set_copier(Module& module, ModuleCopier copier, const std::type_info& type) {
+  module.copier_ = copier;
+  module.copier_type_ = &type;
 }
 
 namespace {

@@ -30,6 +30,9 @@ using ModuleCopier = std::unique_ptr<Module> (*)(const Module&);
 // Copies a module known to be an M: through M's copy constructor when M is its exact type,
 // else through the copier its most-derived type registered.
 template <class M> std::unique_ptr<Module> copy_as(const Module& module);
+// Makes `copier` the way to copy `module` through a base: for a module of type M known where it
+// is made (a Sequential's layer) whose own NNX_FIELDs, if any, could not register M.
+void set_copier(Module& module, ModuleCopier copier, const std::type_info& type);
 
 // What a walk over a module graph sees: every variable handle, every module, in field order.
 class GraphVisitor {
@@ -47,6 +50,8 @@ class GraphVisitor {
                                                 ModuleCopier copy) {
     return module;
   }
+  // The modules being visited, outermost first (a module met again among them is a cycle).
+  std::vector<const Module*> open_modules;
 };
 
 std::string join_path(const std::string& prefix, const std::string& name);
@@ -113,7 +118,9 @@ template <class M> constexpr bool copyable_module_v =
     std::is_copy_constructible_v<M> && !std::is_abstract_v<M>;
 
 template <class M> std::unique_ptr<Module> copy_module(const Module& module) {
-  return std::make_unique<M>(static_cast<const M&>(module));
+  auto copy = std::make_unique<M>(static_cast<const M&>(module));
+  set_copier(*copy, &copy_module<M>, typeid(M));  // copies of copies too
+  return copy;
 }
 
 class FieldRegistration;
@@ -155,6 +162,7 @@ class Module {
  private:
   friend void detail::visit_module(Module&, const std::string&, detail::GraphVisitor&);
   friend class detail::FieldRegistration;
+  friend void detail::set_copier(Module&, detail::ModuleCopier, const std::type_info&);
   void set_training(bool training);
 
   std::vector<detail::FieldInfo> fields_;

@@ -11,12 +11,21 @@ namespace nnx {
 
 namespace {
 
+// init.block(box), its errors (an initializer refusing the shape) naming the array.
+at::Tensor run_initializer(const LazyArray& init, const Box& box, const std::string& what) {
+  try {
+    return init.block(box);
+  } catch (const Error& e) {
+    throw Error(fmt::format("initializing {}: {}", what, e.what()));
+  }
+}
+
 // This process's block of `init` laid out by `spec` on `mesh` (the whole array without a mesh).
 Array compute_block(const LazyArray& init, const std::shared_ptr<const Mesh>& mesh,
                     const PartitionSpec& spec, const std::string& what) {
   NNX_CHECK(init.block, "{} has no block generator", what);
   if (!mesh) {
-    at::Tensor full = init.block(Box::whole(init.shape));
+    at::Tensor full = run_initializer(init, Box::whole(init.shape), what);
     NNX_CHECK(full.sizes().vec() == init.shape, "the initializer of {} returned shape {} for {}",
               what, to_string(full.sizes().vec()), to_string(init.shape));
     return Array(full.to(init.dtype));
@@ -27,7 +36,7 @@ Array compute_block(const LazyArray& init, const std::shared_ptr<const Mesh>& me
   std::optional<at::Device> device;
   if (!mesh->device().is_cpu()) device = mesh->device();
   random::SamplingDeviceScope sampling(device);
-  at::Tensor local = init.block(box);
+  at::Tensor local = run_initializer(init, box, what);
   NNX_CHECK(local.sizes().vec() == box.size,
             "the initializer of {} returned shape {} for its block {}", what,
             to_string(local.sizes().vec()), to_string(box.size));
@@ -66,6 +75,10 @@ void materialize(State& state, const std::shared_ptr<const Mesh>& mesh) {
     const Array& value = v.value();
     if (value.is_abstract()) {
       v.set_value(compute_block(*value.initializer(), mesh, spec, fmt::format("'{}'", path)));
+    } else if (!mesh && value.mesh()) {
+      // No mesh: whole arrays, these too (a gather over their mesh).
+      RedistributeLabel label(path + " (materialize)");
+      v.set_value(Array(gather(value)));
     } else if (mesh && !value.mesh()) {
       v.set_value(device_put(value.local(), {mesh, spec}));
     } else if (mesh && (value.spec() != pad_spec(spec, value.shape().size()) ||

@@ -22,7 +22,8 @@ Array materialize_on(const LazyArray& init, const std::shared_ptr<const Mesh>& m
 
 // Every abstract variable (from eval_shape) computes its block on `mesh`; concrete variables on
 // no mesh are placed by slicing; variables already on `mesh` in another layout than their spec
-// are redistributed to it (collective). Errors name the variable path. A null mesh: whole arrays.
+// are redistributed to it (collective). Errors name the variable path. A null mesh: whole arrays
+// (variables on a mesh are gathered, collective over it).
 void materialize(State& state, const std::shared_ptr<const Mesh>& mesh);
 void materialize(Module& model, const std::shared_ptr<const Mesh>& mesh);
 

@@ -109,8 +109,19 @@ nlohmann::json State::to_json(bool with_values) const {
                          {"dtype", dtype_name(v.dtype())},
                          {"shape", v.shape()},
                          {"metadata", v.metadata().to_json()}};
-    if (with_values && !v.value().is_abstract())
+    const Array& value = v.value();
+    if (with_values && !value.is_abstract()) {
+      // As printing a jax.Array not held whole by this process: refused, not a block written
+      // under the global shape.
+      NNX_CHECK(value.is_fully_replicated(),
+                "'{}' lies on {} as {}{}, so this rank holds a block or a pending sum, not its "
+                "value; gather the values first (nnx::gather), or write the state without them",
+                p, value.mesh()->to_string(), value.spec().to_string(),
+                value.partial_axes().empty()
+                    ? std::string()
+                    : fmt::format(" summed over ({})", fmt::join(value.partial_axes(), ", ")));
       entry["value"] = values_json(v.tensor().detach().cpu());
+    }
     out.push_back(std::move(entry));
   }
   return out;

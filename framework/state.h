@@ -47,7 +47,8 @@ class State {
 
   // One line per variable: path, kind, dtype[shape], metadata.
   std::string to_string() const;
-  // [{"path", "kind", "dtype", "shape", "metadata"[, "value"]}] in order; values as nested lists.
+  // [{"path", "kind", "dtype", "shape", "metadata"[, "value"]}] in order; values as nested lists
+  // (an error for a value not held whole by this rank: sharded, or a pending sum).
   nlohmann::json to_json(bool with_values = false) const;
 
  private:

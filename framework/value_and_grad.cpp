@@ -1,4 +1,5 @@
-// Gradient leaves: the selected variables' tensors, detached and requiring grad.
+// Gradient leaves: the selected variables' tensors, detached and requiring grad; and the
+// variables written from the graph, detached after it.
 #include <nnx/core/error.h>
 #include <nnx/framework/gradient_reducer.h>
 #include <nnx/framework/value_and_grad.h>
@@ -31,6 +32,14 @@ State prepare_grad_leaves(Module& module, const Filter& wrt) {
     v.set_value(value.with_local(value.local().detach().requires_grad_(true)));
   }
   return leaves;
+}
+
+void detach_written_variables(Module& module) {
+  for (auto& [path, v] : state(module)) {
+    const Array& value = v.value();
+    if (value.defined() && value.local().requires_grad())
+      v.set_value(value.with_local(value.local().detach()));
+  }
 }
 
 }  // namespace detail

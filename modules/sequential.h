@@ -68,6 +68,9 @@ class Sequential : public Module {
       static_assert(std::is_invocable_r_v<Array, T&, const Array&>,
                     "nnx::Sequential: a module step must be callable as Array(const Array&)");
       layers.push_back(std::make_shared<T>(std::forward<L>(layer)));
+      // Copied through its base later (split, clone), as a T even where T declares no field.
+      if constexpr (detail::copyable_module_v<T>)
+        detail::set_copier(*layers.back(), &detail::copy_module<T>, typeid(T));
       // The step receives the module it runs, so copies of the Sequential call their own layers.
       steps_.push_back([](Module* m, const Array& x) { return (*static_cast<T*>(m))(x); });
     } else {

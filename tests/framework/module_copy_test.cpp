@@ -1,5 +1,6 @@
 // Copies of modules: slicing, derived types, optional and shared_ptr fields, shared submodules,
-// stateless modules, and the storage rules of update, merge and clone.
+// stateless modules (inside a Sequential too), cycles, and the storage rules of update, merge
+// and clone.
 #include "../catch_after_torch.h"
 
 #include "test_modules.h"
@@ -136,4 +137,57 @@ TEST_CASE("update names a path given twice and a kind that does not match") {
   kind.add("kernel", nnx::BatchStat(torch::ones({2, 2})));
   CHECK_THROWS_WITH(nnx::update(a, one, two), Contains("bias: given by more than one State"));
   CHECK_THROWS_WITH(nnx::update(a, kind), Contains("kernel: kind BatchStat given for a Param"));
+}
+
+namespace {
+// A stateless layer and a subclass that only overrides the call: neither declares a field.
+struct Halve : nnx::Module {
+  nnx::Array operator()(const nnx::Array& x) const { return x * 0.5; }
+};
+struct DoubledLinear : nnx::Linear {
+  using nnx::Linear::Linear;
+  nnx::Array operator()(const nnx::Array& x) const { return nnx::Linear::operator()(x) * 2.0; }
+};
+}  // namespace
+
+TEST_CASE("a Sequential's layers that declare no field of their own split, merge and clone") {
+  nnx::Rngs rngs(0);
+  nnx::Sequential model{nnx::Linear(3, 4, rngs), Halve{}, DoubledLinear(4, 2, rngs)};
+  const nnx::Array x(torch::randn({5, 3}));
+  const at::Tensor expected = model(x).local();
+  auto [graphdef, state] = nnx::split(model);
+  CHECK(state.size() == 4);
+  nnx::Sequential merged = nnx::merge(graphdef, state);
+  CHECK(torch::equal(merged(x).local(), expected));
+  // A clone of a clone keeps the layers' own types (DoubledLinear, not a sliced Linear).
+  nnx::Sequential twice = nnx::clone(nnx::clone(model));
+  CHECK(torch::equal(twice(x).local(), expected));
+  CHECK(twice.get<DoubledLinear>(2).kernel.tensor().data_ptr() !=
+        model.get<DoubledLinear>(2).kernel.tensor().data_ptr());
+}
+
+namespace {
+struct Node : nnx::Module {
+  nnx::Param NNX_FIELD(w);
+  std::shared_ptr<Node> NNX_FIELD(child);
+  Node() : w(torch::ones({2})) {}
+};
+}  // namespace
+
+TEST_CASE("a cycle through shared_ptr fields is an error naming the path, not a stack overflow") {
+  auto a = std::make_shared<Node>();
+  a->child = std::make_shared<Node>();
+  a->child->child = a;  // back up to the root
+  CHECK_THROWS_WITH(nnx::state(*a),
+                    Contains("'child.child' is a (anonymous namespace)::Node that contains "
+                             "itself through shared_ptr fields (a cycle)") &&
+                        Contains("std::weak_ptr"));
+  CHECK_THROWS_WITH(nnx::split(*a), Contains("'child.child' is a (anonymous namespace)::Node"));
+  CHECK_THROWS_WITH(nnx::clone(*a), Contains("a cycle"));
+  a->child->child = nullptr;  // broken, so the nodes can be freed
+  // A chain of shared nodes is no cycle.
+  Node root;
+  root.child = std::make_shared<Node>();
+  root.child->child = std::make_shared<Node>();
+  CHECK(nnx::state(root).size() == 3);
 }

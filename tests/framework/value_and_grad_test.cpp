@@ -290,3 +290,47 @@ TEST_CASE("every gradient is a dense tensor of its own, safe to change in place"
   CHECK(torch::equal(g["b"].tensor(), x));
   CHECK(torch::equal(g["c"].tensor(), torch::full({4}, 3.0f)));
 }
+
+namespace {
+struct WithCache : nnx::Module {
+  nnx::Linear NNX_FIELD(encoder);
+  nnx::Linear NNX_FIELD(head);
+  nnx::Cache NNX_FIELD(features);
+  explicit WithCache(nnx::Rngs& rngs)
+      : encoder(3, 4, rngs), head(4, 1, rngs), features(torch::zeros({2, 4})) {}
+};
+}  // namespace
+
+TEST_CASE("aux and variables written in the loss function come back detached, as plain values") {
+  nnx::Rngs rngs(0);
+  WithCache model(rngs);
+  const nnx::Array x(torch::randn({2, 3}));
+  auto first = nnx::value_and_grad(
+      [&](WithCache& m) {
+        nnx::Array f = m.encoder(x);
+        m.features.set_value(f);  // written from the graph
+        return std::make_pair(nnx::mean(nnx::square(m.head(f))),
+                              std::make_tuple(f, std::vector<at::Tensor>{f.local() * 2}));
+      },
+      model);
+  const auto& [features, doubled] = first.aux;
+  CHECK_FALSE(features.local().requires_grad());
+  CHECK_FALSE(doubled[0].requires_grad());
+  CHECK_FALSE(model.features.tensor().requires_grad());
+  CHECK(torch::equal(model.features.tensor(), features.local()));
+  // The aux as the target of the next step: it used to reach back into the freed graph.
+  nnx::optim::Optimizer opt(model, nnx::optim::sgd(0.1));
+  opt.update(model, first.grads);
+  auto second = nnx::value_and_grad(
+      [&](WithCache& m) { return nnx::mean(nnx::square(m.head(m.encoder(x) - features))); },
+      model);
+  // Against LibTorch: the same loss with the old features as a constant.
+  auto leaf = [](const nnx::Variable& v) { return v.tensor().detach().clone().requires_grad_(); };
+  auto kernel = leaf(model.encoder.kernel), bias = leaf(*model.encoder.bias);
+  auto head_kernel = leaf(model.head.kernel), head_bias = leaf(*model.head.bias);
+  auto h = x.local().matmul(kernel) + bias - features.local();
+  (h.matmul(head_kernel) + head_bias).square().mean().backward();
+  CHECK(torch::allclose(second.grads["encoder.kernel"].tensor(), kernel.grad()));
+  CHECK(torch::allclose(second.grads["encoder.bias"].tensor(), bias.grad()));
+  CHECK(torch::allclose(second.grads["head.kernel"].tensor(), head_kernel.grad()));
+}

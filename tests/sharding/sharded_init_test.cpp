@@ -1,5 +1,7 @@
 // Sharded initialization: under a MeshContext or through eval_shape + materialize, each process
-// computes only its own blocks, and gathered values equal the one-device model bitwise.
+// computes only its own blocks, and gathered values equal the one-device model bitwise; without
+// a mesh, whole arrays. Initializer errors name the variable; a state of blocks refuses to write
+// its values to JSON.
 #include "../catch_after_torch.h"
 
 #include "sharding_test_util.h"
@@ -173,6 +175,37 @@ TEST_CASE("a value placed before eval_shape keeps its blocks and materializes to
   CHECK(torch::equal(nnx::gather(model.kernel.value()).cpu(), whole));
   CHECK(torch::equal(model.kernel.value().local().cpu(),
                      whole.narrow(1, 2 * nnx::world_rank(), 2)));
+  // Without a mesh, materialize gives whole arrays: a sharded one is gathered.
+  nnx::materialize(model, nullptr);
+  CHECK_FALSE(model.kernel.value().mesh());
+  CHECK(torch::equal(model.kernel.tensor().cpu(), whole));
+}
+
+TEST_CASE("a state holding blocks is written to JSON without values or refused with them",
+          "[ranks2]") {
+  auto mesh = nnx::make_mesh({2}, {"x"});
+  nnx::State s;
+  s.add("rows", nnx::Param(nnx::device_put(torch::arange(4.0).reshape({2, 2}), {mesh, P("x")})));
+  s.add("whole", nnx::Param(nnx::device_put(torch::ones({2}), {mesh, P()})));
+  CHECK(s.to_json()[0]["shape"] == nlohmann::json::array({2, 2}));
+  // Each rank held one row under the global shape (2, 2), a different document on each rank.
+  CHECK_THROWS_WITH(s.to_json(true),
+                    Catch::Contains("'rows' lies on Mesh('x': 2) as PartitionSpec('x', None), so "
+                                    "this rank holds a block or a pending sum, not its value; "
+                                    "gather the values first"));
+  nnx::State replicated;
+  replicated.add("whole", s["whole"]);
+  CHECK(replicated.to_json(true)[0]["value"] == nlohmann::json::array({1.0, 1.0}));
+}
+
+TEST_CASE("an initializer's error names the variable it was initializing") {
+  nnx::Rngs rngs(0);
+  // Fans of a 1-d bias cannot be computed: the error says whose.
+  auto model = nnx::eval_shape([&] {
+    return nnx::Linear(4, 8, rngs, {.bias_init = nnx::initializers::lecun_normal()});
+  });
+  CHECK_THROWS_WITH(nnx::materialize(model, nullptr),
+                    Catch::Contains("initializing 'bias': [variance_scaling]"));
 }
 
 TEST_CASE("on a GPU mesh, materialize samples each block there, bitwise the host's values",
