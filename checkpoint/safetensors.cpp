@@ -193,7 +193,10 @@ void SafetensorsWriter::write(const void* data, uint64_t n) {
     const auto started = std::chrono::steady_clock::now();
     written_.back().crc32c = crc32c(bytes, k, written_.back().crc32c);
     out_->write(bytes, k);
-    if (pace > 0) std::this_thread::sleep_for((std::chrono::steady_clock::now() - started) * pace);
+    if (pace > 0) {
+      std::this_thread::sleep_for((std::chrono::steady_clock::now() - started) * pace);
+      detail::count_paced_pause();
+    }
     bytes += k;
     n -= k;
     left_ -= k;

@@ -14,5 +14,8 @@ inline constexpr uint64_t kPacedPieceBytes = uint64_t{256} << 10;
 
 void set_write_pace(double pace);
 double write_pace();
+// The pauses this thread's paced writes have taken (one after each piece).
+void count_paced_pause();
+int64_t paced_pauses();
 
 }  // namespace nnx::checkpoint::detail

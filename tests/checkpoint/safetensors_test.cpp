@@ -117,13 +117,19 @@ TEST_CASE("a paced writer (a background save's) writes the same bytes and checks
   const auto plain = write_safetensors(dir.file("plain.safetensors"), tensors);
   std::vector<WrittenTensor> paced;
   double pace_seen = -1;
+  int64_t pauses = -1;
+  const int64_t pauses_here = pacing::paced_pauses();
   std::thread([&] {
     pacing::set_write_pace(0.5);
     paced = write_safetensors(dir.file("paced.safetensors"), tensors);
     pace_seen = pacing::write_pace();
+    pauses = pacing::paced_pauses();
   }).join();
   CHECK(pace_seen == 0.5);
+  // One pause after each piece: three of the big tensor (the last a half), one of the tail.
+  CHECK(pauses == 4);
   CHECK(pacing::write_pace() == 0);  // per thread: this one never paced
+  CHECK(pacing::paced_pauses() == pauses_here);
   REQUIRE(paced.size() == 2);
   for (size_t i = 0; i < 2; ++i) {
     CHECK(paced[i].file_offset == plain[i].file_offset);

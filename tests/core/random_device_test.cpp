@@ -20,7 +20,10 @@ namespace {
 // Every device the cases run on: the CPU, plus the first GPU where one is visible.
 std::vector<at::Device> devices_under_test() {
   std::vector<at::Device> devices{at::kCPU};
-  if (cuda_device_count() > 0) devices.emplace_back(at::kCUDA, 0);
+  if (cuda_device_count() > 0)
+    devices.emplace_back(at::kCUDA, 0);
+  else
+    WARN("no CUDA device: the GPU part skipped, the CPU checked alone");
   return devices;
 }
 

@@ -106,10 +106,15 @@ TEST_CASE("merge shares the States' tensors; clone does not and drops autograd h
   auto [graphdef, state] = nnx::split(a);
   Dense m = nnx::merge(graphdef, state);
   CHECK(m.kernel.tensor().is_same(a.kernel.tensor()));
-  a.kernel.tensor().requires_grad_(true);
+  // A kernel with history (computed from a leaf): the clone is a leaf of its own storage.
+  const auto leaf = a.kernel.tensor().detach().clone().requires_grad_(true);
+  a.kernel.set_value(nnx::Array(leaf * 1.0));
+  REQUIRE_FALSE(a.kernel.tensor().is_leaf());
   Dense c = nnx::clone(a);
   CHECK(c.kernel.tensor().requires_grad());
   CHECK(c.kernel.tensor().is_leaf());
+  CHECK(c.kernel.tensor().data_ptr() != a.kernel.tensor().data_ptr());
+  CHECK(torch::equal(c.kernel.tensor(), a.kernel.tensor()));
 }
 
 TEST_CASE("inside eval_shape, variables built from tensors are abstract too") {

@@ -142,9 +142,19 @@ TEST_CASE("has_aux returns the auxiliary value with the loss", "[ranks2][ranks4]
   auto mesh = nnx::make_mesh({nnx::world_size()}, {"data"});
   nnx::Rngs rngs(0);
   TwoLayer model(rngs);
+  // LibTorch's autograd on the whole batch, from the same parameters.
+  torch::manual_seed(7);  // the same rows on every rank, each its own block of them
+  const auto whole_x = torch::randn({8, 8}, torch::kDouble);
+  std::vector<at::Tensor> leaves;
+  for (auto* p : {&model.w1, &model.b1, &model.w2, &model.b2})
+    leaves.push_back(p->tensor().detach().clone().requires_grad_(true));
+  const auto expected_out =
+      (whole_x.matmul(leaves[0]) + leaves[1]).relu().matmul(leaves[2]) + leaves[3];
+  const auto expected_loss = expected_out.square().mean();
+  expected_loss.backward();
   for (auto* p : {&model.w1, &model.b1, &model.w2, &model.b2})  // placed: replicated on the mesh
     p->set_value(nnx::device_put(p->tensor(), {mesh, nnx::P()}));
-  auto x = nnx::device_put(torch::ones({8, 8}, torch::kDouble), {mesh, nnx::P("data", nnx::none)});
+  auto x = nnx::device_put(whole_x, {mesh, nnx::P("data", nnx::none)});
   auto result = nnx::value_and_grad(
       [&](TwoLayer& m) {
         auto out = m(x);
@@ -152,7 +162,15 @@ TEST_CASE("has_aux returns the auxiliary value with the loss", "[ranks2][ranks4]
       },
       model);
   CHECK(result.aux.shape() == nnx::Shape{8, 4});
-  CHECK(result.grads.size() == 4);
+  CHECK(result.aux.spec() == nnx::P("data", nnx::none));
+  CHECK(torch::allclose(nnx::gather(result.aux), expected_out.detach()));
+  CHECK(nnx::gather(result.loss).item<double>() ==
+        Approx(expected_loss.item<double>()).epsilon(1e-12));
+  const char* paths[] = {"w1", "b1", "w2", "b2"};
+  for (size_t i = 0; i < 4; ++i) {
+    INFO(paths[i]);
+    CHECK(torch::allclose(nnx::gather(result.grads[paths[i]].value()), leaves[i].grad()));
+  }
   CHECK_FALSE(model.w1.tensor().requires_grad());  // leaves are detached again
 }
 

@@ -232,6 +232,21 @@ TEST_CASE("chains the fused pass cannot take fall back to update and stay correc
                return optim::chain({halve, optim::adam(1e-2)});
              },
              torch::kFloat, false, /*fused_pass=*/false);
+  // The fallback against the formula, not only against itself: u = 2g, clipped to global norm
+  // 1 (here 2 * 5 = 10, so u = g / 5), then p - 0.1 u.
+  struct Two : nnx::Module {
+    nnx::Param NNX_FIELD(w);
+    nnx::Param NNX_FIELD(b);
+    Two() : w(torch::ones({2}, torch::kDouble)), b(torch::zeros({1}, torch::kDouble)) {}
+  } two;
+  optim::Optimizer clipped(two, optim::chain({optim::scale(2.0), optim::clip_by_global_norm(1.0),
+                                              optim::sgd(0.1)}));
+  nnx::State g2;
+  g2.add("w", nnx::Param(torch::tensor({3.0, 0.0}, torch::kDouble)));
+  g2.add("b", nnx::Param(torch::tensor({4.0}, torch::kDouble)));
+  clipped.update(two, g2);
+  CHECK(torch::allclose(two.w.tensor(), torch::tensor({1.0 - 0.1 * 0.6, 1.0}, torch::kDouble)));
+  CHECK(torch::allclose(two.b.tensor(), torch::tensor({-0.1 * 0.8}, torch::kDouble)));
   // A one-step Adam on bfloat16 parameters moves each by the learning rate.
   struct Half : nnx::Module {
     nnx::Param NNX_FIELD(w);

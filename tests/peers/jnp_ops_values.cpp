@@ -6,6 +6,7 @@
 // 0.5 sum(out^2) + 0.375 sum(out) (the peer's COTANGENT_SHIFT), or of sum(out) for the cases
 // inputs.json lists under linear_loss, as DIR/<TAG>_<round>_<case>_value.bin and
 // ..._grad_<input>.bin.
+#include "rank_agreement.h"
 #include "raw_files.h"
 
 #include <nnx/nnx.h>
@@ -28,6 +29,7 @@ using nlohmann::json;
 using nnx::Array;
 using nnx::none;
 using nnx::SpecEntry;
+using nnx_peers::agreed_on_every_rank;
 using nnx_peers::read_raw;
 using nnx_peers::write_raw;
 
@@ -249,12 +251,13 @@ int main(int argc, char** argv) {
             },
             inputs, {.wrt = nnx::any_of(wrt)});
         for (const auto& input : grad_names) {
-          const at::Tensor grad = nnx::gather(grads[input.get<std::string>()].value());
+          const at::Tensor grad = agreed_on_every_rank(
+              nnx::gather(grads[input.get<std::string>()].value()), prefix + " grad");
           const std::string path = prefix + "_grad_" + input.get<std::string>() + ".bin";
           if (nnx::world_rank() == 0) write_raw(path, grad);
         }
       }
-      const at::Tensor whole = nnx::gather(value);
+      const at::Tensor whole = agreed_on_every_rank(nnx::gather(value), prefix + " value");
       if (nnx::world_rank() == 0) write_raw(prefix + "_value.bin", whole.detach());
     }
   }

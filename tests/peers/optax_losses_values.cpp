@@ -3,6 +3,7 @@
 // DIR/inputs.json and the float32 inputs it names; for each loss writes its values and the
 // gradient of their sum with respect to the first input as DIR/<TAG>_<loss>_{value,grad}.bin
 // (rank 0). On several ranks the inputs' rows are split over the mesh.
+#include "rank_agreement.h"
 #include "raw_files.h"
 
 #include <nnx/nnx.h>
@@ -28,6 +29,7 @@ struct First : nnx::Module {
   explicit First(const Array& value) : x(value) {}
 };
 
+using nnx_peers::agreed_on_every_rank;
 using nnx_peers::read_raw;
 using nnx_peers::write_raw;
 
@@ -78,7 +80,8 @@ int main(int argc, char** argv) {
           return nnx::sum(values);
         },
         first);
-    const at::Tensor value = nnx::gather(values), grad = nnx::gather(grads["x"].value());
+    const at::Tensor value = agreed_on_every_rank(nnx::gather(values), name + " value");
+    const at::Tensor grad = agreed_on_every_rank(nnx::gather(grads["x"].value()), name + " grad");
     if (nnx::world_rank() == 0) {
       write_raw(fmt::format("{}/{}_{}_value.bin", dir, tag, name), value.detach());
       write_raw(fmt::format("{}/{}_{}_grad.bin", dir, tag, name), grad);

@@ -3,6 +3,7 @@
 // every step's gradients; for each case trains with nnx's optimizer and writes the parameters as
 // DIR/out_TAG_<case>_<name>.bin (rank 0). On several ranks the kernel is split over the mesh and
 // the bias keeps its optimizer state sharded (ZeRO), so the fused step runs on blocks.
+#include "rank_agreement.h"
 #include "raw_files.h"
 
 #include <nnx/nnx.h>
@@ -33,6 +34,7 @@ struct Params : nnx::Module {
         scale(values.at("scale")) {}
 };
 
+using nnx_peers::agreed_on_every_rank;
 using nnx_peers::read_raw;
 using nnx_peers::write_raw;
 
@@ -102,7 +104,7 @@ int main(int argc, char** argv) {
       opt.update(model, grads);
     }
     for (const auto& [path, p] : nnx::state(model)) {
-      auto whole = nnx::gather(p.value());
+      auto whole = agreed_on_every_rank(nnx::gather(p.value()), path);
       if (nnx::world_rank() == 0)
         write_raw(fmt::format("{}/out_{}_{}_{}.bin", dir, tag, c["name"].get<std::string>(), path),
                   whole);

@@ -54,6 +54,10 @@ int main(int argc, char** argv) {
     if (rank == last) nnx::detail::pause_direct_reads(3000);
     const int64_t before = nnx::detail::direct_collectives_run();
     world.broadcast_(b, 0);
+    if (rank != 0 && !torch::equal(b, torch::full({50000}, 7.0f))) {
+      std::fprintf(stderr, "read_then_left: rank %d received other values than rank 0's\n", rank);
+      return 3;
+    }
     if (rank != 0 && rank != last) return 0;
     if (rank == 0)
       std::printf("finished read_then_left %s\n",

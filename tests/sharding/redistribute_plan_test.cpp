@@ -4,7 +4,11 @@
 
 #include <nnx/nnx.h>
 
+#include <algorithm>
 #include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 using nnx::none;
 using nnx::P;
@@ -25,6 +29,40 @@ nnx::RedistributePlan plan(const nnx::PartitionSpec& from, const nnx::PartitionS
                            std::vector<std::string> from_partial = {},
                            std::vector<std::string> to_partial = {}) {
   return nnx::plan_redistribute(from, from_partial, to, to_partial, 2);
+}
+
+// The layout the plan's steps lead to from (plan.from, plan.from_partial), replayed here by what
+// each step does to a layout, independently of the planner's own bookkeeping: a gather or an
+// all_to_all frees the minor axis of its dim, a slice or a reduce_scatter adds the axis as the
+// minor one, an all_reduce resolves a pending sum and to_partial makes one.
+std::pair<nnx::PartitionSpec, std::vector<std::string>> replay(const nnx::RedistributePlan& plan) {
+  std::vector<std::vector<std::string>> dims;
+  for (const auto& entry : plan.from.entries()) dims.push_back(entry.names());
+  std::vector<std::string> partial = plan.from_partial;
+  const auto take_minor = [&](const nnx::RedistributeStep& s) {
+    INFO(s.to_string());
+    REQUIRE(!dims.at(s.dim).empty());
+    REQUIRE(dims.at(s.dim).back() == s.axis);  // only the minor axis can be freed alone
+    dims.at(s.dim).pop_back();
+  };
+  const auto resolve = [&](const nnx::RedistributeStep& s) {
+    const auto it = std::find(partial.begin(), partial.end(), s.axis);
+    REQUIRE(it != partial.end());
+    partial.erase(it);
+  };
+  for (const auto& s : plan.steps) {
+    switch (s.kind) {
+      case K::all_gather: take_minor(s); break;
+      case K::all_to_all: take_minor(s), dims.at(s.to_dim).push_back(s.axis); break;
+      case K::slice: dims.at(s.dim).push_back(s.axis); break;
+      case K::reduce_scatter: resolve(s), dims.at(s.dim).push_back(s.axis); break;
+      case K::all_reduce: resolve(s); break;
+      case K::to_partial: partial.push_back(s.axis); break;
+    }
+  }
+  std::vector<nnx::SpecEntry> entries;
+  for (auto& axes : dims) entries.emplace_back(std::move(axes));
+  return {nnx::PartitionSpec(std::move(entries)), partial};
 }
 
 }  // namespace
@@ -87,8 +125,10 @@ TEST_CASE("every pair of layouts on a 2x4 mesh gets a plan that ends at the targ
   for (const auto& from : layouts)
     for (const auto& to : layouts) {
       INFO(from.to_string() << " -> " << to.to_string());
-      auto p = plan(from, to);  // plan_redistribute checks that the steps end at `to`
-      CHECK(p.to == nnx::pad_spec(to, 2));
+      auto p = plan(from, to);
+      // The steps themselves lead to `to` (p.to is the target it was given).
+      CHECK(replay(p).first == nnx::pad_spec(to, 2));
+      CHECK(replay(p).second.empty());
       // Never more than gathering the whole array and slicing it again.
       const int64_t whole = 16 * 32 * 4;
       CHECK(nnx::plan_bytes_per_rank(p, shape, kAxes, 4) <= whole);
@@ -98,4 +138,29 @@ TEST_CASE("every pair of layouts on a 2x4 mesh gets a plan that ends at the targ
       // Nothing to do exactly when the layouts agree.
       CHECK(p.steps.empty() == (nnx::pad_spec(from, 2) == nnx::pad_spec(to, 2)));
     }
+  // With pending sums over the axes each layout leaves free, on either side.
+  const auto sums_free_of = [](const nnx::PartitionSpec& spec) {
+    const auto used = spec.axis_names();
+    std::vector<std::vector<std::string>> out{{}};
+    for (const std::string axis : {"a", "b"})
+      if (std::find(used.begin(), used.end(), axis) == used.end())
+        for (size_t i = 0, n = out.size(); i < n; ++i) {
+          auto more = out[i];
+          more.push_back(axis);
+          out.push_back(more);
+        }
+    return out;
+  };
+  for (const auto& from : layouts)
+    for (const auto& to : layouts)
+      for (const auto& from_partial : sums_free_of(from))
+        for (const auto& to_partial : sums_free_of(to)) {
+          INFO(from.to_string() << " partial(" << fmt::format("{}", fmt::join(from_partial, ","))
+                                << ") -> " << to.to_string() << " partial("
+                                << fmt::format("{}", fmt::join(to_partial, ",")) << ")");
+          auto [spec, partial] = replay(plan(from, to, from_partial, to_partial));
+          CHECK(spec == nnx::pad_spec(to, 2));
+          std::sort(partial.begin(), partial.end());
+          CHECK(partial == to_partial);
+        }
 }

@@ -115,7 +115,15 @@ else
   bench_opt=$build/tools/bench/bench_device_optimizers
 fi
 
-gpu_cases() { step gpu_cases 90 env NNX_DEVICE=cuda "$tests" "[gpu]"; }
+# A [gpu] case skips itself where no CUDA device is visible (as in CI); here a skip is a failure,
+# or a LibTorch without CUDA would pass every case unchecked.
+gpu_cases() {
+  step gpu_cases 90 env NNX_DEVICE=cuda "$tests" "[gpu]"
+  if grep -q "no CUDA device" "$logs/gpu_cases.log" 2>/dev/null; then
+    echo "   FAILED: [gpu] cases found no CUDA device and skipped themselves"
+    failed+=("gpu_cases_skipped")
+  fi
+}
 
 bench_nnx() { step "bench_$1" 90 env NNX_DEVICE=cuda "$bench_train" "$1" 20; }  # and LibTorch
 # The optimizer step alone: nnx's kernel, the same chains by tensor ops, LibTorch's, PyTorch's.
