@@ -105,7 +105,9 @@ Variable::Variable(const LazyArray& init, Metadata metadata) {
 }
 
 const Array& Variable::value() const {
-  NNX_CHECK(impl_, "empty variable handle: assign a variable (e.g. nnx::Param(init(...))) first");
+  NNX_CHECK(impl_, "this variable holds nothing: a field declared with NNX_FIELD but never "
+            "initialized in its module's constructor, or a default-constructed handle; assign one "
+            "(e.g. nnx::Param(init(...))) first");
   if (!impl_->placement_error.empty()) [[unlikely]]
     detail::raise_if_unplaced(impl_->placement_path, *this);
   return impl_->value;

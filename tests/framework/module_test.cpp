@@ -89,7 +89,9 @@ TEST_CASE("user variable kinds refine built-in kinds") {
 TEST_CASE("an empty variable handle reports how to fix it") {
   nnx::Param empty;
   CHECK_FALSE(empty.defined());
-  CHECK_THROWS_WITH(empty.value(), Contains("empty variable handle"));
+  CHECK_THROWS_WITH(empty.value(), Contains("this variable holds nothing: a field declared with "
+                                             "NNX_FIELD but never initialized") &&
+                                        Contains("assign one (e.g. nnx::Param(init(...)))"));
 }
 
 TEST_CASE("map keys with dots are rejected with the path") {

@@ -230,4 +230,17 @@ TEST_CASE("on a GPU mesh, materialize samples each block there, bitwise the host
     CHECK(v.value().local().is_cuda());
     CHECK(torch::equal(v.value().local().cpu(), nnx::state(reference)[path].tensor()));
   }
+  // Sampled there, not on the host and copied: the initializer runs with the GPU as its
+  // sampling device.
+  std::optional<at::Device> seen;
+  const nnx::Initializer normal = nnx::initializers::normal(1.0);
+  const nnx::Initializer recording{[&](const nnx::random::Key& key, const nnx::Shape& shape,
+                                       at::ScalarType dtype, const nnx::Box& block) {
+    seen = nnx::random::sampling_device();
+    return normal.fn(key, shape, dtype, block);
+  }};
+  const nnx::Array w = nnx::materialize_on(recording(nnx::random::key(1), {4, 4}), mesh, "'w'");
+  REQUIRE(seen.has_value());
+  CHECK(seen->is_cuda());
+  CHECK(w.local().is_cuda());
 }
