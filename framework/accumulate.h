@@ -27,11 +27,12 @@ LossAndGrads value_and_grad_accumulated(Fn&& fn, M& model, int64_t micro_batches
   for (int64_t i = 0; i < micro_batches; ++i) {
     Array loss = fn(model, i);
     reducer.backward(loss, i + 1 == micro_batches);
+    // What this micro-batch wrote from its graph, freed now, is a plain value for the next one.
+    detail::detach_written_variables(model);
     loss = loss.with_local(loss.local().detach());
     total.loss = i == 0 ? loss : total.loss + loss;
   }
   total.grads = reducer.finish();
-  detail::detach_written_variables(model);
   detail::scale_grads(total.grads, 1.0 / static_cast<double>(micro_batches));
   total.loss = total.loss * (1.0 / static_cast<double>(micro_batches));
   return total;

@@ -17,6 +17,8 @@ at::Tensor run_initializer(const LazyArray& init, const Box& box, const std::str
     return init.block(box);
   } catch (const Error& e) {
     throw Error(fmt::format("initializing {}: {}", what, e.what()));
+  } catch (const c10::Error& e) {  // LibTorch's, from an initializer's tensor ops
+    throw Error(fmt::format("initializing {}: {}", what, e.what_without_backtrace()));
   }
 }
 

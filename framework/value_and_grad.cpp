@@ -35,11 +35,17 @@ State prepare_grad_leaves(Module& module, const Filter& wrt) {
 }
 
 void detach_written_variables(Module& module) {
-  for (auto& [path, v] : state(module)) {
-    const Array& value = v.value();
-    if (value.defined() && value.local().requires_grad())
-      v.set_value(value.with_local(value.local().detach()));
-  }
+  // A walk over the handles, without building a State each step.
+  struct Detacher : GraphVisitor {
+    void variable(const std::string&, Variable& v) override {
+      if (!v.defined()) return;
+      const Array& value = v.value();
+      // Computed from the graph (not a leaf: the gradient leaves stay, mid-accumulation).
+      if (value.defined() && value.local().requires_grad() && !value.local().is_leaf())
+        v.set_value(value.with_local(value.local().detach()));
+    }
+  } detacher;
+  visit_module(module, "", detacher);
 }
 
 }  // namespace detail

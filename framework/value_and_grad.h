@@ -48,8 +48,6 @@ void detach_written_variables(Module& module);
 template <class T> struct is_pair_or_tuple : std::false_type {};
 template <class A, class B> struct is_pair_or_tuple<std::pair<A, B>> : std::true_type {};
 template <class... Ts> struct is_pair_or_tuple<std::tuple<Ts...>> : std::true_type {};
-template <class T> struct is_std_vector : std::false_type {};
-template <class T, class A> struct is_std_vector<std::vector<T, A>> : std::true_type {};
 template <class T> struct is_std_map : std::false_type {};
 template <class K, class V, class C, class A>
 struct is_std_map<std::map<K, V, C, A>> : std::true_type {};
@@ -67,8 +65,9 @@ template <class T> T detached_aux(T value) {
   } else if constexpr (is_pair_or_tuple<T>::value) {
     std::apply([](auto&... parts) { ((parts = detached_aux(std::move(parts))), ...); }, value);
     return value;
-  } else if constexpr (is_std_vector<T>::value) {
-    for (auto& part : value) part = detached_aux(std::move(part));
+  } else if constexpr (is_vector<T>::value) {
+    if constexpr (!std::is_same_v<typename T::value_type, bool>)  // bits hold no tensors
+      for (auto& part : value) part = detached_aux(std::move(part));
     return value;
   } else if constexpr (is_std_map<T>::value) {
     for (auto& [key, part] : value) part = detached_aux(std::move(part));

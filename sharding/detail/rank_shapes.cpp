@@ -26,6 +26,7 @@ constexpr int64_t kRowWidth = kSizesAt + kShownDims;
 
 at::Tensor row_of(const at::Tensor& t) {
   at::Tensor row = torch::full({kRowWidth}, -1, torch::kInt64);
+  if (!t.defined()) return row;  // dtype -1: every rank learns of it, none throws alone
   auto r = row.accessor<int64_t, 1>();
   r[0] = static_cast<int64_t>(t.scalar_type());
   r[1] = t.dim();
@@ -39,6 +40,7 @@ at::Tensor row_of(const at::Tensor& t) {
 }
 
 std::string describe(const std::vector<int64_t>& r) {
+  if (r[0] < 0) return "an undefined tensor";
   Shape shown;
   for (int64_t d = 0; d < std::min(r[1], kShownDims); ++d) shown.push_back(r[kSizesAt + d]);
   std::string shape = to_string(shown);
@@ -56,7 +58,10 @@ std::string ranks_text(const std::vector<int64_t>& ranks) {
 void check_same_on_every_rank(const Mesh& mesh, const at::Tensor& t, const RankCheck& check) {
   if (mesh.size() == 1) return;
   const at::Tensor rows = mesh.comm(mesh.axis_names()).all_gather(row_of(t).unsqueeze(0), 0);
-  if (rows.eq(rows[0]).all().item<bool>()) return;
+  if (rows.eq(rows[0]).all().item<bool>()) {
+    NNX_CHECK(t.defined(), "{}: every process passed an undefined tensor", check.op);
+    return;
+  }
   // Ranks grouped by what they passed, in the order each first appears.
   std::map<std::vector<int64_t>, size_t> index;
   std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> groups;

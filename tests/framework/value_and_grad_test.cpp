@@ -328,10 +328,12 @@ TEST_CASE("aux and variables written in the loss function come back detached, as
         nnx::Array f = m.encoder(x);
         m.features.set_value(f);  // written from the graph
         return std::make_pair(nnx::mean(nnx::square(m.head(f))),
-                              std::make_tuple(f, std::vector<at::Tensor>{f.local() * 2}));
+                              std::make_tuple(f, std::vector<at::Tensor>{f.local() * 2},
+                                              std::vector<bool>{true, false}));
       },
       model);
-  const auto& [features, doubled] = first.aux;
+  const auto& [features, doubled, flags] = first.aux;
+  CHECK(flags == std::vector<bool>{true, false});  // left as it is
   CHECK_FALSE(features.local().requires_grad());
   CHECK_FALSE(doubled[0].requires_grad());
   CHECK_FALSE(model.features.tensor().requires_grad());
@@ -351,4 +353,32 @@ TEST_CASE("aux and variables written in the loss function come back detached, as
   CHECK(torch::allclose(second.grads["encoder.kernel"].tensor(), kernel.grad()));
   CHECK(torch::allclose(second.grads["encoder.bias"].tensor(), bias.grad()));
   CHECK(torch::allclose(second.grads["head.kernel"].tensor(), head_kernel.grad()));
+}
+
+TEST_CASE("accumulated micro-batches each see what the previous one wrote, detached") {
+  nnx::Rngs rngs(0);
+  WithCache model(rngs);
+  const auto x = torch::randn({4, 3});
+  // Micro-batch i reads the features micro-batch i - 1 wrote (a carried state): the second
+  // backward used to reach into the first one's freed graph.
+  auto total = nnx::value_and_grad_accumulated(
+      [&](WithCache& m, int64_t i) {
+        nnx::Array f = m.encoder(nnx::Array(x.narrow(0, 2 * i, 2)));
+        nnx::Array loss = nnx::mean(nnx::square(m.head(f + m.features.value())));
+        m.features.set_value(f);
+        return loss;
+      },
+      model, 2);
+  CHECK_FALSE(model.features.tensor().requires_grad());
+  // Against LibTorch: the second micro-batch's carried features are a constant.
+  auto leaf = [](const nnx::Variable& v) { return v.tensor().detach().clone().requires_grad_(); };
+  auto k = leaf(model.encoder.kernel), b = leaf(*model.encoder.bias);
+  auto hk = leaf(model.head.kernel), hb = leaf(*model.head.bias);
+  auto f0 = x.narrow(0, 0, 2).matmul(k) + b, f1 = x.narrow(0, 2, 2).matmul(k) + b;
+  auto l0 = (f0.matmul(hk) + hb).square().mean();  // the cache starts at zeros
+  auto l1 = ((f1 + f0.detach()).matmul(hk) + hb).square().mean();
+  ((l0 + l1) / 2).backward();
+  CHECK(torch::allclose(total.grads["encoder.kernel"].tensor(), k.grad()));
+  CHECK(torch::allclose(total.grads["head.kernel"].tensor(), hk.grad()));
+  CHECK(torch::allclose(total.loss.local(), ((l0 + l1) / 2).detach()));
 }

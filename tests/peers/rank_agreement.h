@@ -24,7 +24,7 @@ inline at::Tensor bits_of(const at::Tensor& t) {
   }
 }
 
-inline const at::Tensor& agreed_on_every_rank(const at::Tensor& whole, const std::string& what) {
+inline at::Tensor agreed_on_every_rank(const at::Tensor& whole, const std::string& what) {
   const auto world = nnx::Communicator::world();
   if (world.size() == 1) return whole;
   const at::Tensor mine = whole.detach().contiguous().cpu();

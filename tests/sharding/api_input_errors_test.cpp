@@ -129,6 +129,10 @@ TEST_CASE("processes passing tensors of different shapes to device_put or "
   const auto dtype = me == 0 ? torch::kDouble : torch::kFloat;
   CHECK_THROWS_WITH(nnx::device_put(torch::ones({n}, dtype), {mesh, P()}),
                     Contains("rank 0: float64 (") && Contains("float32 ("));
+  // An undefined tensor on one rank is named on every rank (it used to throw there alone).
+  const at::Tensor maybe = me == n - 1 ? at::Tensor() : torch::ones({n});
+  CHECK_THROWS_WITH(nnx::device_put(maybe, {mesh, P()}),
+                    Contains(fmt::format("rank {}: an undefined tensor", n - 1)));
   // Values may differ (tests and users slice rank-specific data this way); shapes may not.
   CHECK(nnx::device_put(torch::full({n}, me), {mesh, P("data")}).local().item<int64_t>() == me);
   // Agreeing processes still place their blocks, and the mesh is usable after the errors.
