@@ -25,11 +25,9 @@ Array Linear::operator()(const Array& x) const {
             to_string(x.shape()));
   const Array* b = bias ? &bias->value() : nullptr;
   const at::ScalarType type = detail::compute_dtype(dtype, {&x, &kernel.value(), b});
-  Array k = astype(kernel.value(), type), input = astype(x, type);
-  // One example, [in] -> [out], as in Flax and torch.nn.Linear.
-  if (x.ndim() == 1) input = reshape(input, {1, x.shape()[0]});
-  Array y = b ? linear(input, k, astype(*b, type)) : matmul(input, k);
-  return x.ndim() == 1 ? reshape(y, {k.shape()[1]}) : y;
+  // One example, [in] -> [out], as in Flax and torch.nn.Linear: matmul takes a vector.
+  const Array k = astype(kernel.value(), type), input = astype(x, type);
+  return b ? linear(input, k, astype(*b, type)) : matmul(input, k);
 }
 
 }  // namespace nnx

@@ -22,10 +22,7 @@ Array LoRA::operator()(const Array& x) const {
   const int64_t in = lora_a.shape()[0];
   NNX_CHECK(x.ndim() >= 1 && x.shape().back() == in,
             "this LoRA takes inputs [..., {}] (in_features), got {}", in, to_string(x.shape()));
-  // One example, [in] -> [out], as x @ lora_a @ lora_b in Flax.
-  if (x.ndim() == 1)
-    return reshape(matmul(matmul(reshape(x, {1, in}), lora_a.value()), lora_b.value()),
-                   {lora_b.shape()[1]});
+  // One example too, [in] -> [out], as x @ lora_a @ lora_b in Flax.
   return matmul(matmul(x, lora_a.value()), lora_b.value());
 }
 

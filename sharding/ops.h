@@ -16,7 +16,8 @@
 
 namespace nnx {
 
-// Elementwise, with NumPy broadcasting. Scalars are replicated constants.
+// Elementwise, with NumPy broadcasting and jax.numpy's result dtypes (README, "Dtypes").
+// Scalars are replicated constants: a whole double acts as an int, a fractional one as a float.
 Array add(const Array& a, const Array& b);
 Array sub(const Array& a, const Array& b);
 Array mul(const Array& a, const Array& b);
@@ -114,7 +115,8 @@ Array argmin(const Array& a, int64_t dim, bool keepdim = false);
 Array softmax(const Array& a, int64_t dim = -1);
 Array log_softmax(const Array& a, int64_t dim = -1);
 
-// Contractions: a [..., m, k] @ b [..., k, n] (b may be 2-d); linear is x @ w + b.
+// Contractions: a [..., m, k] @ b [..., k, n] (b may be 2-d; a vector operand, either side, as
+// jnp.matmul); linear is x @ w + b.
 Array matmul(const Array& a, const Array& b);
 Array linear(const Array& x, const Array& weight, const std::optional<Array>& bias = {});
 

@@ -13,13 +13,23 @@ namespace {
 
 using namespace detail;
 
+// x - y with a bool operand taken as 0 and 1 in the other's dtype, as jax.numpy does (LibTorch
+// refuses any bool in a subtraction); two bools stay refused, as in both.
+at::Tensor subtract_promoting_bool(const at::Tensor& x, const at::Tensor& y) {
+  const at::ScalarType type = at::result_type(x, y);
+  if (type != at::kBool && (x.scalar_type() == at::kBool || y.scalar_type() == at::kBool))
+    return x.to(type) - y.to(type);
+  return x - y;
+}
+
 }  // namespace
 
 Array add(const Array& a, const Array& b) {
   return binary(a, b, Linearity::linear, "add", [](auto& x, auto& y) { return x + y; });
 }
 Array sub(const Array& a, const Array& b) {
-  return binary(a, b, Linearity::linear, "sub", [](auto& x, auto& y) { return x - y; });
+  return binary(a, b, Linearity::linear, "sub",
+                [](auto& x, auto& y) { return subtract_promoting_bool(x, y); });
 }
 Array mul(const Array& a, const Array& b) {
   return binary(a, b, Linearity::bilinear, "mul", [](auto& x, auto& y) { return x * y; });
@@ -49,7 +59,12 @@ Array neg(const Array& a) {
 Array exp(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.exp(); }); }
 Array log(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.log(); }); }
 Array tanh(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.tanh(); }); }
-Array relu(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.relu(); }); }
+// Of bools, jax.numpy's maximum(x, 0): int64.
+Array relu(const Array& a) {
+  return unary(a, false, [](const at::Tensor& x) {
+    return x.scalar_type() == at::kBool ? x.to(at::kLong) : x.relu();
+  });
+}
 Array gelu(const Array& a, bool approximate) {
   return unary(a, false, [approximate](const at::Tensor& x) {
     return torch::gelu(x, approximate ? "tanh" : "none");
@@ -71,7 +86,11 @@ Array power(const Array& a, double exponent) {
   return unary(a, false, [exponent](const at::Tensor& x) { return x.pow(exponent); });
 }
 Array sqrt(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.sqrt(); }); }
-Array abs(const Array& a) { return unary(a, false, abs_with_jax_gradient); }
+Array abs(const Array& a) {
+  return unary(a, false, [](const at::Tensor& x) {
+    return x.scalar_type() == at::kBool ? x.clone() : abs_with_jax_gradient(x);
+  });
+}
 Array sin(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.sin(); }); }
 Array cos(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.cos(); }); }
 Array softplus(const Array& a) {

@@ -1,5 +1,6 @@
 // Contractions: checks shapes, runs plan_matmul's plan (its rule table is in op_rules.cpp).
 #include <nnx/core/error.h>
+#include <nnx/sharding/astype.h>
 #include <nnx/sharding/op_plan.h>
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/detail/ops_common.h>
@@ -34,8 +35,27 @@ at::Tensor gemm_right_operand(const at::Tensor& x, const at::Tensor& w) {
 }  // namespace
 
 Array matmul(const Array& a0, const Array& b0) {
+  // As jnp.matmul: operands of two dtypes meet in their promoted one; bools give whether any
+  // product is true (LibTorch multiplies neither).
+  const at::ScalarType type = at::promote_types(a0.dtype(), b0.dtype());
+  if (type == at::kBool)
+    return not_equal(matmul(astype(a0, at::kLong), astype(b0, at::kLong)), 0.0);
+  if (a0.dtype() != type || b0.dtype() != type) return matmul(astype(a0, type), astype(b0, type));
+  // A vector operand, as jnp.matmul: a row on the left, a column on the right, its dim removed
+  // from the result.
+  if (a0.ndim() == 1 || b0.ndim() == 1) {
+    NNX_CHECK(a0.ndim() >= 1 && b0.ndim() >= 1, "needs arrays of rank >= 1, got {} and {}",
+              shape_str(a0), shape_str(b0));
+    const Array a = a0.ndim() == 1 ? reshape(a0, {1, a0.shape()[0]}) : a0;
+    const Array b = b0.ndim() == 1 ? reshape(b0, {b0.shape()[0], 1}) : b0;
+    const Array y = matmul(a, b);
+    Shape shape = y.shape();
+    if (b0.ndim() == 1) shape.pop_back();
+    if (a0.ndim() == 1) shape.erase(shape.end() - (b0.ndim() == 1 ? 1 : 2));
+    return reshape(y, shape);
+  }
   NNX_CHECK(a0.ndim() >= 2 && b0.ndim() >= 2,
-            "needs arrays of rank >= 2, got {} and {}", shape_str(a0), shape_str(b0));
+            "needs arrays of rank >= 1, got {} and {}", shape_str(a0), shape_str(b0));
   const int64_t k = a0.shape().back();
   NNX_CHECK(b0.shape()[b0.ndim() - 2] == k,
             "inner dims differ: {} @ {} ({} vs {})", shape_str(a0), shape_str(b0), k,
@@ -75,8 +95,8 @@ bool same_dtype_and_device(const at::Tensor& x, const at::Tensor& w, const at::T
 }
 
 bool gemm_takes_bias(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
-  return w.dim() == 2 && x.dim() >= 2 && bias.dim() == 1 && bias.size(0) == w.size(1) &&
-         same_dtype_and_device(x, w, bias);
+  return w.dim() == 2 && w.scalar_type() != at::kBool && x.dim() >= 2 && bias.dim() == 1 &&
+         bias.size(0) == w.size(1) && same_dtype_and_device(x, w, bias);
 }
 
 // x @ w + bias as one addmm (the bias is the GEMM's initial output, as torch::nn::Linear does),

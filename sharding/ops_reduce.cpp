@@ -3,6 +3,7 @@
 #include <nnx/core/error.h>
 #include <nnx/sharding/op_plan.h>
 #include <nnx/sharding/ops.h>
+#include <nnx/sharding/detail/elementwise.h>
 #include <nnx/sharding/detail/ops_common.h>
 #include <nnx/sharding/detail/plan_cache.h>
 
@@ -68,6 +69,11 @@ Array reduce_whole_dim(const Array& a, int64_t dim, bool keepdim, const char* op
   return make_result(local, out.shape, x.mesh(), out.dims, out.partial);
 }
 
+// argmax and argmin of bools as of 0 and 1 (LibTorch refuses bool there).
+at::Tensor bools_as_bytes(const at::Tensor& x) {
+  return x.scalar_type() == at::kBool ? x.to(at::kByte) : x;
+}
+
 }  // namespace
 
 // amax and amin split the gradient evenly among tied values, as JAX's max and min do.
@@ -83,25 +89,26 @@ Array min(const Array& a, int64_t dim, bool keepdim) {
 }
 Array argmax(const Array& a, int64_t dim, bool keepdim) {
   return reduce_whole_dim(a, dim, keepdim, "argmax", [keepdim](const at::Tensor& x, int64_t d) {
-    return x.argmax(d, keepdim);
+    return bools_as_bytes(x).argmax(d, keepdim);
   });
 }
 Array argmin(const Array& a, int64_t dim, bool keepdim) {
   return reduce_whole_dim(a, dim, keepdim, "argmin", [keepdim](const at::Tensor& x, int64_t d) {
-    return x.argmin(d, keepdim);
+    return bools_as_bytes(x).argmin(d, keepdim);
   });
 }
 
+// Integers and bools in float32 (LibTorch's default float), as JAX without 64-bit types.
 Array softmax(const Array& a, int64_t dim) {
   dim = normalize_dim(dim, a.ndim(), "softmax");
   Array x = whole_dim(a, dim);
-  return x.with_local(x.local().softmax(dim));
+  return x.with_local(as_floating(x.local()).softmax(dim));
 }
 
 Array log_softmax(const Array& a, int64_t dim) {
   dim = normalize_dim(dim, a.ndim(), "log_softmax");
   Array x = whole_dim(a, dim);
-  return x.with_local(x.local().log_softmax(dim));
+  return x.with_local(as_floating(x.local()).log_softmax(dim));
 }
 
 }  // namespace nnx

@@ -90,6 +90,15 @@ TEST_CASE("LoRALinear adds x @ a @ b to the Linear, and a filter trains the adap
   auto expected = x.matmul(layer.kernel.tensor()) + layer.bias->tensor() +
                   x.matmul(layer.lora.lora_a.tensor()).matmul(layer.lora.lora_b.tensor());
   CHECK(torch::allclose(layer(nnx::Array(x)).local(), expected, 1e-5, 1e-6));
+  // A bfloat16 input meets the float32 parameters in float32 (Flax's promote_dtype, jnp.matmul).
+  const at::Tensor x16 = x.to(torch::kBFloat16), rounded = x16.to(torch::kFloat);
+  const nnx::Array y16 = layer(nnx::Array(x16));
+  CHECK(y16.dtype() == torch::kFloat);
+  CHECK(torch::allclose(y16.local(),
+                        rounded.matmul(layer.kernel.tensor()) + layer.bias->tensor() +
+                            rounded.matmul(layer.lora.lora_a.tensor())
+                                .matmul(layer.lora.lora_b.tensor()),
+                        1e-5, 1e-6));
   auto [loss, grads] = nnx::value_and_grad(
       [&](nnx::LoRALinear& m) { return nnx::mean(nnx::square(m(nnx::Array(x)))); }, layer,
       {.wrt = nnx::OfType<nnx::LoRAParam>});

@@ -20,7 +20,7 @@ from flax import nnx  # noqa: E402
 # float64 for the exact results that some cases' bounds measure jax's own error against; the
 # float32 inputs keep every other computation in float32.
 jax.config.update("jax_enable_x64", True)
-from peer_common import parse_args, run, write_inputs  # noqa: E402
+from peer_common import parse_args, rank_runs, run, write_inputs  # noqa: E402
 
 RANK_TIMEOUT_S = 600
 ROUNDS = 6  # jnp_ops_values.cpp's kRounds
@@ -208,6 +208,8 @@ CASES = {
     "softmax0": (lambda d: jax.nn.softmax(d["x"], axis=0), ["x"]),
     "log_softmax1": (lambda d: jax.nn.log_softmax(d["x"], axis=1), ["x"]),
     "matmul": (lambda d: d["x"] @ d["w"], ["x", "w"], matmul_error),
+    "matmul_vector_left": (lambda d: d["b"] @ d["w"], ["b", "w"], jax_error),
+    "matmul_vector_right": (lambda d: d["x"] @ d["b"], ["x", "b"], jax_error),
     "transpose": (lambda d: d["x"].T, ["x"]),
     "reshape": (lambda d: d["x"].reshape(4, 24), ["x"]),
     "flatten": (lambda d: d["x"].reshape(-1), ["x"]),
@@ -280,9 +282,7 @@ def main():
     want = expected(data)
     errors = {name: case[2](data, case, want[name]) if len(case) > 2 else {}
               for name, case in CASES.items()}
-    runs = {"1rank": [args.values_bin, args.workdir, "1rank"],
-            "4ranks": [args.mpirun, "-np", "4", "--oversubscribe", args.values_bin,
-                       args.workdir, "4ranks"]}
+    runs = rank_runs(args, 4)
     failures = []
     for tag, cmd in runs.items():
         run(cmd, RANK_TIMEOUT_S)

@@ -150,6 +150,8 @@ const std::map<std::string, Case>& cases() {
       {"log_softmax1", [](auto& m) { return nnx::log_softmax(m.x.value(), 1); }},
       // Shapes and products.
       {"matmul", [](auto& m) { return nnx::matmul(m.x.value(), m.w.value()); }},
+      {"matmul_vector_left", [](auto& m) { return nnx::matmul(m.b.value(), m.w.value()); }},
+      {"matmul_vector_right", [](auto& m) { return nnx::matmul(m.x.value(), m.b.value()); }},
       {"transpose", [](auto& m) { return nnx::transpose(m.x.value(), 0, 1); }},
       {"reshape", [](auto& m) { return nnx::reshape(m.x.value(), {4, 24}); }},
       {"flatten", [](auto& m) { return nnx::flatten(m.x.value()); }},

@@ -14,7 +14,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
-from peer_common import parse_args, run, write_inputs  # noqa: E402
+from peer_common import parse_args, rank_runs, run, write_inputs  # noqa: E402
 
 RANK_TIMEOUT_S = 300
 ROWS, CLASSES = 8, 10
@@ -57,9 +57,7 @@ def main():
     args = parse_args()
     data = inputs()
     write_inputs(args.workdir, data, losses={k: list(v[0]) for k, v in LOSSES.items()})
-    runs = {"1rank": [args.values_bin, args.workdir, "1rank"],
-            "2ranks": [args.mpirun, "-np", "2", "--oversubscribe", args.values_bin, args.workdir,
-                       "2ranks"]}
+    runs = rank_runs(args, 2)
     failures = []
     eps = float(np.finfo(np.float32).eps)
     for tag, cmd in runs.items():

@@ -25,6 +25,15 @@ def run(cmd, timeout_s):
         raise SystemExit(f"FAIL {cmd[0]} exited {done.returncode}")
 
 
+def rank_runs(args, ranks):
+    """tag -> command: the values program on 1 rank ("1rank") and under mpirun on `ranks`
+    ("<ranks>ranks"), each passed --workdir and its tag."""
+    many = f"{ranks}ranks"
+    return {"1rank": [args.values_bin, args.workdir, "1rank"],
+            many: [args.mpirun, "-np", str(ranks), "--oversubscribe", args.values_bin,
+                   args.workdir, many]}
+
+
 def write_inputs(workdir, data, **listed):
     """Writes each numpy array of `data` as workdir/NAME.bin (raw) and workdir/inputs.json naming
     their shapes and dtypes, with the `listed` entries beside them."""
