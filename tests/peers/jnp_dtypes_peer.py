@@ -41,6 +41,10 @@ BINARY = {
     "concatenate": lambda d, x, y: jnp.concatenate([d["a_" + x], d["b_" + y]], 0),
     "matmul": lambda d, x, y: jnp.matmul(d["a_" + x], d["m_" + y]),
     "linear": lambda d, x, y: jnp.matmul(d["a_" + x], d["m_" + y]) + d["c_" + y],
+    "not_equal": lambda d, x, y: jnp.not_equal(d["a_" + x], d["b_" + y]),
+    "greater_equal": lambda d, x, y: jnp.greater_equal(d["a_" + x], d["b_" + y]),
+    "logical_and": lambda d, x, y: jnp.logical_and(d["a_" + x], d["b_" + y]),
+    "logical_or": lambda d, x, y: jnp.logical_or(d["a_" + x], d["b_" + y]),
 }
 # The inputs each binary op takes, as jnp_dtypes_values.cpp passes them.
 BINARY_ARGS = {
@@ -68,6 +72,27 @@ UNARY = {
     "add_2_5": lambda a: a + 2.5,
     "mul_2_5": lambda a: a * 2.5,
     "add_2": lambda a: a + 2,  # nnx's a + 2.0: a whole double acts as a Python int
+    "log": jnp.log,
+    "sin": jnp.sin,
+    "cos": jnp.cos,
+    "rsqrt": jax.lax.rsqrt,
+    "sigmoid": jax.nn.sigmoid,
+    "gelu": jax.nn.gelu,
+    "gelu_exact": lambda a: jax.nn.gelu(a, approximate=False),
+    "silu": jax.nn.silu,
+    "softplus": jax.nn.softplus,
+    "log_sigmoid": jax.nn.log_sigmoid,
+    "power_2": lambda a: jnp.power(a, 2),
+    "power_0_5": lambda a: jnp.power(a, 0.5),
+    "isfinite": jnp.isfinite,
+    "isnan": jnp.isnan,
+    "logical_not": jnp.logical_not,
+    "min_rows": lambda a: jnp.min(a, 1),
+    "argmin_rows": lambda a: jnp.argmin(a, 1),
+    "equal_2": lambda a: a == 2,
+    "less_0_5": lambda a: a < 0.5,
+    "where_0_5": lambda a: jnp.where(a > 0, a, 0.5),
+    "where_2": lambda a: jnp.where(a > 0, a, 2),
 }
 def softmax_rows(x):
     e = np.exp(x - x.max(-1, keepdims=True))
@@ -76,11 +101,18 @@ def softmax_rows(x):
 
 # name -> (nnx's value from the inputs, why it is not jax.numpy's).
 DEPARTURES = {
+    "log_sigmoid_uint8": (lambda d: (-np.logaddexp(0, -d["a_uint8"].astype(np.float64)))
+                          .astype(np.float32),
+                          "jax.nn.log_sigmoid negates the input in uint8, which wraps"),
     "softmax_uint8": (lambda d: softmax_rows(d["a_uint8"].astype(np.float64)),
                       "jax.nn.softmax subtracts the row's max in uint8, which wraps: NaN"),
     "clip_uint8": (lambda d: np.clip(d["a_uint8"], 0, 2),
                    "jax.numpy wraps the bound -1 to 255 in uint8, so that every value becomes 2"),
-    "square_bool": (lambda d: d["a_bool"], "x * x of bools stays bool; jax.numpy gives int32"),
+    "square_bool": (lambda d: d["a_bool"].astype(np.int64),
+                    "bools count in int64, the default int with 64-bit types; jax.numpy: int32"),
+    "power_2_bool": (lambda d: d["a_bool"].astype(np.int64), "as square_bool"),
+    "log_softmax_uint8": (lambda d: np.log(softmax_rows(d["a_uint8"].astype(np.float64))),
+                          "jax.nn.log_softmax subtracts the row's max in uint8, which wraps"),
     "sum_uint8": (lambda d: np.sum(d["a_uint8"], dtype=np.int64),
                   "LibTorch sums unsigned bytes into int64, jax.numpy into uint64"),
     "sum_rows_uint8": (lambda d: np.sum(d["a_uint8"], 1, dtype=np.int64),
@@ -149,7 +181,9 @@ def mismatch(got, want):
     g, w = got.astype(np.float64), want.astype(np.float64)
     if not np.array_equal(np.isnan(g), np.isnan(w)):
         return "NaN in other places"
-    ok = ~np.isnan(w)
+    if not np.array_equal(g[np.isinf(w)], w[np.isinf(w)]) or np.isinf(g[np.isfinite(w)]).any():
+        return "infinities differ"
+    ok = np.isfinite(w)
     bound = ULPS * float(jnp.finfo(got.dtype).eps) * np.maximum(np.abs(w[ok]), 1.0)
     return None if np.all(np.abs(g[ok] - w[ok]) <= bound) else "values differ"
 
