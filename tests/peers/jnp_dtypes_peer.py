@@ -18,6 +18,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+import optax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 from peer_common import parse_args, rank_runs, run, write_inputs  # noqa: E402
@@ -45,12 +46,26 @@ BINARY = {
     "greater_equal": lambda d, x, y: jnp.greater_equal(d["a_" + x], d["b_" + y]),
     "logical_and": lambda d, x, y: jnp.logical_and(d["a_" + x], d["b_" + y]),
     "logical_or": lambda d, x, y: jnp.logical_or(d["a_" + x], d["b_" + y]),
+    "xent_labels": lambda d, x, y: optax.softmax_cross_entropy_with_integer_labels(
+        d["a_" + x], d["l_" + y]),
+    "embed": lambda d, x, y: d["m_" + x][d["l_" + y]],
+    "mean_squared_error": lambda d, x, y: jnp.mean(optax.squared_error(d["a_" + x],
+                                                                       d["b_" + y])),
+    "huber_loss": lambda d, x, y: optax.huber_loss(d["a_" + x], d["b_" + y]),
+    "l2_loss": lambda d, x, y: optax.l2_loss(d["a_" + x], d["b_" + y]),
+    "softmax_xent": lambda d, x, y: optax.softmax_cross_entropy(d["a_" + x], d["p_" + y]),
+    "sigmoid_bce": lambda d, x, y: optax.sigmoid_binary_cross_entropy(d["a_" + x], d["p_" + y]),
 }
 # The inputs each binary op takes, as jnp_dtypes_values.cpp passes them.
 BINARY_ARGS = {
     "where": lambda x, y: ["cond", "a_" + x, "b_" + y],
     "matmul": lambda x, y: ["a_" + x, "m_" + y],
     "linear": lambda x, y: ["a_" + x, "m_" + y, "c_" + y],
+    "xent_labels": lambda x, y: ["a_" + x, "l_" + y],  # class indices: integer y only
+    "embed": lambda x, y: ["m_" + x, "l_" + y],  # rows of m_x
+    # Labels in [0, 1]: the loss's terms share a sign, so that its sum keeps its precision.
+    "softmax_xent": lambda x, y: ["a_" + x, "p_" + y],
+    "sigmoid_bce": lambda x, y: ["a_" + x, "p_" + y],
 }
 UNARY = {
     "neg": jnp.negative,
@@ -134,6 +149,13 @@ def values(rng, dtype, shape, nonzero=False):
     return np.where(nonzero & (v == 0), 0.75, v).astype(jnp.dtype(dtype))
 
 
+def probabilities(rng, dtype, shape):
+    """Values in [0, 1]: 0 and 1 for bools and integers, quarters for floats."""
+    if dtype == "bool" or "int" in dtype:
+        return rng.integers(0, 2, shape).astype(dtype)
+    return (rng.integers(0, 5, shape) / 4).astype(jnp.dtype(dtype))
+
+
 def inputs():
     rng = np.random.default_rng(11)
     data = {"cond": rng.integers(0, 2, (4, 6)).astype(bool)}
@@ -142,6 +164,9 @@ def inputs():
         data["b_" + t] = values(rng, t, (4, 6), nonzero=True)
         data["m_" + t] = values(rng, t, (6, 3))
         data["c_" + t] = values(rng, t, (3,))
+        data["p_" + t] = probabilities(rng, t, (4, 6))
+        if t.startswith(("int", "uint")):
+            data["l_" + t] = rng.integers(0, 6, (4,)).astype(t)  # classes, rows of m
     return data
 
 
@@ -160,6 +185,8 @@ def cases(data):
         for x in DTYPES:
             for y in DTYPES:
                 args = BINARY_ARGS.get(op, lambda x, y: ["a_" + x, "b_" + y])(x, y)
+                if any(name not in data for name in args):
+                    continue  # labels of a dtype that holds no class indices
                 add(f"{op}_{x}_{y}", [op] + args, lambda: fn(d, x, y))
     for op, fn in UNARY.items():
         for x in DTYPES:
@@ -174,8 +201,10 @@ def nnx_dtype(want, call, data):
     return np.dtype(np.float32) if want == np.float64 and not inputs_64 else want
 
 
-def mismatch(got, want):
-    """None where got equals want (floats: NaN where NaN, within ULPS of got's dtype), else why."""
+def mismatch(got, want, inputs):
+    """None where got equals want, else why. Floats: NaN where NaN, infinities alike, the rest
+    within ULPS of the least precise of got's dtype and the floating inputs' (a float32 softmax
+    of float64 labels is as precise as float32)."""
     if not jnp.issubdtype(got.dtype, jnp.floating):  # numpy's kind of bfloat16 is "V"
         return None if np.array_equal(got, want) else "values differ"
     g, w = got.astype(np.float64), want.astype(np.float64)
@@ -184,7 +213,9 @@ def mismatch(got, want):
     if not np.array_equal(g[np.isinf(w)], w[np.isinf(w)]) or np.isinf(g[np.isfinite(w)]).any():
         return "infinities differ"
     ok = np.isfinite(w)
-    bound = ULPS * float(jnp.finfo(got.dtype).eps) * np.maximum(np.abs(w[ok]), 1.0)
+    eps = max(float(jnp.finfo(t).eps) for t in [got.dtype] + inputs
+              if jnp.issubdtype(t, jnp.floating))
+    bound = ULPS * eps * np.maximum(np.abs(w[ok]), 1.0)
     return None if np.all(np.abs(g[ok] - w[ok]) <= bound) else "values differ"
 
 
@@ -213,7 +244,7 @@ def main():
             else:
                 path = os.path.join(args.workdir, f"{tag}_{name}.bin")
                 result = np.fromfile(path, dtype=expected).reshape(value.shape)
-                why = mismatch(result, value)
+                why = mismatch(result, value, [data[i].dtype for i in call[1:]])
                 if why:
                     why += f": got {result.tolist()}, want {value.tolist()}"
             if why:

@@ -1,10 +1,10 @@
-// The nnx half of the live comparison of result dtypes with jax.numpy
+// The nnx half of the live comparison of result dtypes with jax.numpy and optax
 // (tests/peers/jnp_dtypes_peer.py writes the inputs, runs the peers and compares). Usage:
-// jnp_dtypes_values DIR TAG. Reads DIR/inputs.json: inputs of every dtype (a_<dtype> and b_<dtype>
-// [4, 6], m_<dtype> [6, 3], cond [4, 6] bool) and the cases, each an op and the inputs it takes.
-// On a mesh of several ranks the [4, 6] inputs are split by rows. Rank 0 writes each case's
-// value as DIR/<TAG>_<case>.bin and DIR/<TAG>_results.json: per case its dtype and shape, or the
-// error nnx threw.
+// jnp_dtypes_values DIR TAG. Reads DIR/inputs.json: inputs of every dtype (a_<dtype> and
+// b_<dtype> [4, 6], m_<dtype> [6, 3], c_<dtype> [3]; class indices l_<integer dtype> [4]; cond
+// [4, 6] bool) and the cases, each an op and the inputs it takes. On a mesh of several ranks
+// the [4, 6] inputs are split by rows. Rank 0 writes each case's value as DIR/<TAG>_<case>.bin
+// and DIR/<TAG>_results.json: per case its dtype and shape, or the error nnx threw.
 #include "rank_agreement.h"
 #include "raw_files.h"
 
@@ -82,6 +82,14 @@ const std::map<std::string, Op>& ops() {
       {"add_2_5", [](const Args& a) { return a[0] + 2.5; }},
       {"mul_2_5", [](const Args& a) { return a[0] * 2.5; }},
       {"add_2", [](const Args& a) { return a[0] + 2.0; }},
+      {"xent_labels",
+       [](const Args& a) { return nnx::softmax_cross_entropy_with_integer_labels(a[0], a[1]); }},
+      {"embed", [](const Args& a) { return nnx::embedding_lookup(a[0], a[1]); }},
+      {"mean_squared_error", [](const Args& a) { return nnx::mean_squared_error(a[0], a[1]); }},
+      {"huber_loss", [](const Args& a) { return nnx::huber_loss(a[0], a[1]); }},
+      {"l2_loss", [](const Args& a) { return nnx::l2_loss(a[0], a[1]); }},
+      {"softmax_xent", [](const Args& a) { return nnx::softmax_cross_entropy(a[0], a[1]); }},
+      {"sigmoid_bce", [](const Args& a) { return nnx::sigmoid_binary_cross_entropy(a[0], a[1]); }},
       {"not_equal", [](const Args& a) { return nnx::not_equal(a[0], a[1]); }},
       {"greater_equal", [](const Args& a) { return nnx::greater_equal(a[0], a[1]); }},
       {"logical_and", [](const Args& a) { return nnx::logical_and(a[0], a[1]); }},
