@@ -32,28 +32,31 @@ at::Tensor gemm_right_operand(const at::Tensor& x, const at::Tensor& w) {
   return narrow ? w.t().contiguous().t() : w;
 }
 
-}  // namespace
-
-Array matmul(const Array& a0, const Array& b0) {
-  // As jnp.matmul: operands of two dtypes meet in their promoted one; bools give whether any
-  // product is true (LibTorch multiplies neither).
+// The operands jnp.matmul takes and LibTorch's matmul does not, adapted: two dtypes meet in their
+// promoted one; bools give whether any product is true; a vector is a row on the left, a column
+// on the right, its dim removed from the result.
+Array adapted_matmul(const Array& a0, const Array& b0) {
   const at::ScalarType type = at::promote_types(a0.dtype(), b0.dtype());
   if (type == at::kBool)
     return not_equal(matmul(astype(a0, at::kLong), astype(b0, at::kLong)), 0.0);
   if (a0.dtype() != type || b0.dtype() != type) return matmul(astype(a0, type), astype(b0, type));
-  // A vector operand, as jnp.matmul: a row on the left, a column on the right, its dim removed
-  // from the result.
-  if (a0.ndim() == 1 || b0.ndim() == 1) {
-    NNX_CHECK(a0.ndim() >= 1 && b0.ndim() >= 1, "needs arrays of rank >= 1, got {} and {}",
-              shape_str(a0), shape_str(b0));
-    const Array a = a0.ndim() == 1 ? reshape(a0, {1, a0.shape()[0]}) : a0;
-    const Array b = b0.ndim() == 1 ? reshape(b0, {b0.shape()[0], 1}) : b0;
-    const Array y = matmul(a, b);
-    Shape shape = y.shape();
-    if (b0.ndim() == 1) shape.pop_back();
-    if (a0.ndim() == 1) shape.erase(shape.end() - (b0.ndim() == 1 ? 1 : 2));
-    return reshape(y, shape);
-  }
+  NNX_CHECK(a0.ndim() >= 1 && b0.ndim() >= 1, "needs arrays of rank >= 1, got {} and {}",
+            shape_str(a0), shape_str(b0));
+  const Array a = a0.ndim() == 1 ? reshape(a0, {1, a0.shape()[0]}) : a0;
+  const Array b = b0.ndim() == 1 ? reshape(b0, {b0.shape()[0], 1}) : b0;
+  const Array y = matmul(a, b);
+  Shape shape = y.shape();
+  if (b0.ndim() == 1) shape.pop_back();
+  if (a0.ndim() == 1) shape.erase(shape.end() - (b0.ndim() == 1 ? 1 : 2));
+  return reshape(y, shape);
+}
+
+}  // namespace
+
+Array matmul(const Array& a0, const Array& b0) {
+  const at::ScalarType type = a0.dtype();
+  if (type != b0.dtype() || type == at::kBool || a0.ndim() == 1 || b0.ndim() == 1)
+    return adapted_matmul(a0, b0);
   NNX_CHECK(a0.ndim() >= 2 && b0.ndim() >= 2,
             "needs arrays of rank >= 1, got {} and {}", shape_str(a0), shape_str(b0));
   const int64_t k = a0.shape().back();
