@@ -68,7 +68,7 @@ Array relu(const Array& a) {
   });
 }
 // The exact form as JAX computes it, x/2 erfc(-x/sqrt(2)): LibTorch's kernel, x/2 (1 + erf), loses
-// the tail in float32 (relative error 1e-4 at x = -3, all of it below -5.5).
+// the negative tail in float32 (relative error 1e-4 at x = -3).
 Array gelu(const Array& a, bool approximate) {
   return unary(a, false, [approximate](const at::Tensor& x) {
     const at::Tensor f = as_floating(x);

@@ -39,6 +39,7 @@ BINARY = {
     "minimum": lambda d, x, y: jnp.minimum(d["a_" + x], d["b_" + y]),
     "less": lambda d, x, y: jnp.less(d["a_" + x], d["b_" + y]),
     "where": lambda d, x, y: jnp.where(d["cond"], d["a_" + x], d["b_" + y]),
+    "where_nonzero": lambda d, x, y: jnp.where(d["a_" + x], d["b_" + y], 0.5),  # any condition
     "concatenate": lambda d, x, y: jnp.concatenate([d["a_" + x], d["b_" + y]], 0),
     "matmul": lambda d, x, y: jnp.matmul(d["a_" + x], d["m_" + y]),
     "linear": lambda d, x, y: jnp.matmul(d["a_" + x], d["m_" + y]) + d["c_" + y],
@@ -196,8 +197,9 @@ def cases(data):
 
 def nnx_dtype(want, call, data):
     """The dtype nnx gives: jax.numpy's, except float32 where integers or bools became float64
-    (no float64 input)."""
-    inputs_64 = any(data[name].dtype == np.float64 for name in call[1:])
+    (no float64 operand; a where's condition is none)."""
+    operands = call[2:] if call[0] in ("where", "where_nonzero") else call[1:]
+    inputs_64 = any(data[name].dtype == np.float64 for name in operands)
     return np.dtype(np.float32) if want == np.float64 and not inputs_64 else want
 
 

@@ -62,6 +62,7 @@ const std::map<std::string, Op>& ops() {
       {"linear", [](const Args& a) { return nnx::linear(a[0], a[1], a[2]); }},
       {"concatenate", [](const Args& a) { return nnx::concatenate({a[0], a[1]}, 0); }},
       {"where", [](const Args& a) { return nnx::where(a[0], a[1], a[2]); }},
+      {"where_nonzero", [](const Args& a) { return nnx::where(a[0], a[1], 0.5); }},
       {"less", [](const Args& a) { return nnx::less(a[0], a[1]); }},
       {"neg", [](const Args& a) { return nnx::neg(a[0]); }},
       {"abs", [](const Args& a) { return nnx::abs(a[0]); }},
