@@ -61,6 +61,8 @@ Array isnan(const Array& a) {
 }
 
 Array where(const Array& condition, const Array& x, const Array& y) {
+  if (const auto type = detail::zero_d_promotion(x, y))
+    return where(condition, astype(x, *type), astype(y, *type));
   const Array c = condition.dtype() == at::kBool ? condition : astype(condition, at::kBool);
   auto pick = [](const at::Tensor& cv, const at::Tensor& xv, const at::Tensor& yv) {
     return at::where(cv, xv, yv);

@@ -7,7 +7,7 @@
 
 #include <torch/types.h>
 
-#include <cmath>
+#include <numbers>
 
 namespace nnx {
 
@@ -73,7 +73,7 @@ Array gelu(const Array& a, bool approximate) {
   return unary(a, false, [approximate](const at::Tensor& x) {
     const at::Tensor f = as_floating(x);
     if (approximate) return torch::gelu(f, "tanh");
-    return 0.5 * f * torch::erfc(f * -M_SQRT1_2);
+    return 0.5 * f * torch::erfc(f * (-std::numbers::sqrt2 / 2));
   });
 }
 Array silu(const Array& a) {
@@ -94,8 +94,18 @@ Array rsqrt(const Array& a) {
 }
 Array power(const Array& a, double exponent) {
   // A whole exponent keeps integers integers, as jnp.power(x, 2).
-  return unary(a, false, [exponent](const at::Tensor& x) {
-    return x.pow(promoting_scalar(exponent));
+  const at::Scalar e = promoting_scalar(exponent);
+  if (e.isIntegral(false) && e.toLong() < 0 && at::isIntegralType(a.dtype(), true))
+    throw_error("power", fmt::format("{} values cannot be raised to the negative power {}, as in "
+                                     "JAX; make them floating first (nnx::astype(x, at::kFloat))",
+                                     dtype_name(a.dtype()), exponent));
+  return unary(a, false, [e](const at::Tensor& x) {
+    // LibTorch's narrow integer kernels take the exponent in their own type: in int64, the
+    // result wrapped back as jnp's is.
+    if (e.isIntegral(false) && at::isIntegralType(x.scalar_type(), false) &&
+        x.scalar_type() != at::kLong)
+      return x.to(at::kLong).pow(e).to(x.scalar_type());
+    return x.pow(e);
   });
 }
 Array sqrt(const Array& a) { return unary(a, false, [](const at::Tensor& x) { return x.sqrt(); }); }

@@ -33,12 +33,13 @@ at::Tensor gemm_right_operand(const at::Tensor& x, const at::Tensor& w) {
 }
 
 // The operands jnp.matmul takes and LibTorch's matmul does not, adapted: two dtypes meet in their
-// promoted one; bools give whether any product is true; a vector is a row on the left, a column
-// on the right, its dim removed from the result.
+// promoted one; bools give whether any product is true (a sum of 0s and 1s in float32, nonzero
+// exactly then, on any device); a vector is a row on the left, a column on the right, its dim
+// removed from the result.
 Array adapted_matmul(const Array& a0, const Array& b0) {
   const at::ScalarType type = at::promote_types(a0.dtype(), b0.dtype());
   if (type == at::kBool)
-    return not_equal(matmul(astype(a0, at::kLong), astype(b0, at::kLong)), 0.0);
+    return not_equal(matmul(astype(a0, at::kFloat), astype(b0, at::kFloat)), 0.0);
   if (a0.dtype() != type || b0.dtype() != type) return matmul(astype(a0, type), astype(b0, type));
   NNX_CHECK(a0.ndim() >= 1 && b0.ndim() >= 1, "needs arrays of rank >= 1, got {} and {}",
             shape_str(a0), shape_str(b0));
@@ -116,8 +117,9 @@ std::optional<at::Tensor> add_bias_in_gemm(const at::Tensor& x, const at::Tensor
 
 // linear in one addmm, or nullopt where the bias is added as a separate op.
 std::optional<Array> fused_linear(const Array& x, const Array& w, const Array& bias) {
-  if (x.ndim() < 2 || w.ndim() != 2 || bias.ndim() != 1 || x.shape().back() != w.shape()[0] ||
-      bias.shape()[0] != w.shape()[1] || !bias.partial_axes().empty())
+  if (x.ndim() < 2 || w.ndim() != 2 || bias.ndim() != 1 || w.dtype() == at::kBool ||
+      x.shape().back() != w.shape()[0] || bias.shape()[0] != w.shape()[1] ||
+      !bias.partial_axes().empty())
     return std::nullopt;
   const auto& mesh = common_mesh({&x, &w, &bias}, "linear");
   if (!mesh) {

@@ -20,6 +20,13 @@ void check_broadcast(const Array& a, const Array& b, const char* op) {
   }
 }
 
+std::optional<at::ScalarType> zero_d_promotion(const Array& a, const Array& b) {
+  if (!a.defined() || !b.defined() || (a.ndim() == 0) == (b.ndim() == 0)) return std::nullopt;
+  const at::ScalarType type = at::promote_types(a.dtype(), b.dtype());
+  if (at::result_type(a.local(), b.local()) == type) return std::nullopt;
+  return type;
+}
+
 at::Scalar promoting_scalar(double value) {
   if (std::trunc(value) == value && std::abs(value) < 0x1p63)
     return at::Scalar(static_cast<int64_t>(value));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nnx/sharding/array.h>
+#include <nnx/sharding/astype.h>
 #include <nnx/sharding/op_plan.h>
 #include <nnx/sharding/redistribute.h>
 #include <nnx/sharding/detail/ops_common.h>
@@ -37,12 +38,18 @@ inline bool laid_out_alike(const Array& a, const Array& b) {
          (a.layout() == b.layout() || (a.shape() == b.shape() && a.spec() == b.spec()));
 }
 
+// The dtype two operands meet in where exactly one is 0-d and LibTorch would rank it below the
+// other (a float64 0-d array with a float32 array gives float32 there, float64 in JAX); else none.
+std::optional<at::ScalarType> zero_d_promotion(const Array& a, const Array& b);
+
 // fn(a, b) on local blocks, a0 and b0 laid out first as plan_elementwise(op, linearity) says.
 template <class Fn>
 Array binary(const Array& a0, const Array& b0, Linearity linearity, const char* op, Fn fn) {
   // The common case first: operands laid out alike need no rule (the result is laid out as
   // they are), so it costs what the LibTorch op costs.
   if (laid_out_alike(a0, b0)) return a0.with_local(fn(a0.local(), b0.local()));
+  if (const auto type = zero_d_promotion(a0, b0))
+    return binary(astype(a0, *type), astype(b0, *type), linearity, op, std::move(fn));
   if (!a0.mesh() && !b0.mesh() && a0.defined() && b0.defined()) {
     at::Tensor out = broadcast_by_torch(a0, b0, op, fn, a0.local(), b0.local());
     // Not broadcast: the result shares a0's layout.

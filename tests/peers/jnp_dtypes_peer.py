@@ -100,6 +100,8 @@ UNARY = {
     "log_sigmoid": jax.nn.log_sigmoid,
     "power_2": lambda a: jnp.power(a, 2),
     "power_0_5": lambda a: jnp.power(a, 0.5),
+    "power_3": lambda a: jnp.power(a, 3),
+    "power_129": lambda a: jnp.power(a, 129),  # past int8's range: wraps
     "isfinite": jnp.isfinite,
     "isnan": jnp.isnan,
     "logical_not": jnp.logical_not,
@@ -109,7 +111,15 @@ UNARY = {
     "less_0_5": lambda a: a < 0.5,
     "where_0_5": lambda a: jnp.where(a > 0, a, 0.5),
     "where_2": lambda a: jnp.where(a > 0, a, 2),
+    "add_0d": lambda a: jnp.sum(a) + a,  # a 0-d array is an operand like any other in JAX
+    "where_0d": lambda a: jnp.where(a > 0, jnp.sum(a), a),
+    "vector_matmul": lambda a: a[0] @ a[1],
+    "vector_left": lambda a: a[0] @ jnp.transpose(a),
+    "vector_right": lambda a: a @ a[0],
 }
+# Unary ops compared on some dtypes only: integer powers of floats are rounded at every product
+# in jax.numpy (129 of them), once in LibTorch.
+UNARY_DTYPES = {"power_129": ["uint8", "int8", "int16", "int32", "int64"]}
 def softmax_rows(x):
     e = np.exp(x - x.max(-1, keepdims=True))
     return (e / e.sum(-1, keepdims=True)).astype(np.float32)
@@ -127,12 +137,16 @@ DEPARTURES = {
     "square_bool": (lambda d: d["a_bool"].astype(np.int64),
                     "bools count in int64, the default int with 64-bit types; jax.numpy: int32"),
     "power_2_bool": (lambda d: d["a_bool"].astype(np.int64), "as square_bool"),
+    "power_3_bool": (lambda d: d["a_bool"].astype(np.int64), "as square_bool"),
     "log_softmax_uint8": (lambda d: np.log(softmax_rows(d["a_uint8"].astype(np.float64))),
                           "jax.nn.log_softmax subtracts the row's max in uint8, which wraps"),
     "sum_uint8": (lambda d: np.sum(d["a_uint8"], dtype=np.int64),
                   "LibTorch sums unsigned bytes into int64, jax.numpy into uint64"),
     "sum_rows_uint8": (lambda d: np.sum(d["a_uint8"], 1, dtype=np.int64),
                        "LibTorch sums unsigned bytes into int64, jax.numpy into uint64"),
+    "add_0d_uint8": (lambda d: np.sum(d["a_uint8"], dtype=np.int64) + d["a_uint8"], "as sum_uint8"),
+    "where_0d_uint8": (lambda d: np.where(d["a_uint8"] > 0, np.sum(d["a_uint8"], dtype=np.int64),
+                                          d["a_uint8"]), "as sum_uint8"),
 }
 
 
@@ -190,7 +204,7 @@ def cases(data):
                     continue  # labels of a dtype that holds no class indices
                 add(f"{op}_{x}_{y}", [op] + args, lambda: fn(d, x, y))
     for op, fn in UNARY.items():
-        for x in DTYPES:
+        for x in UNARY_DTYPES.get(op, DTYPES):
             add(f"{op}_{x}", [op, "a_" + x], lambda: fn(d["a_" + x]))
     return out
 

@@ -116,6 +116,19 @@ const std::map<std::string, Op>& ops() {
       {"less_0_5", [](const Args& a) { return a[0] < 0.5; }},
       {"where_0_5", [](const Args& a) { return nnx::where(a[0] > 0.0, a[0], 0.5); }},
       {"where_2", [](const Args& a) { return nnx::where(a[0] > 0.0, a[0], 2.0); }},
+      {"power_3", [](const Args& a) { return nnx::power(a[0], 3.0); }},
+      {"power_129", [](const Args& a) { return nnx::power(a[0], 129.0); }},
+      {"add_0d", [](const Args& a) { return nnx::add(nnx::sum(a[0]), a[0]); }},
+      {"where_0d", [](const Args& a) { return nnx::where(a[0] > 0.0, nnx::sum(a[0]), a[0]); }},
+      {"vector_matmul",
+       [](const Args& a) {
+         return nnx::matmul(nnx::select(a[0], 0, 0), nnx::select(a[0], 0, 1));
+       }},
+      {"vector_left",
+       [](const Args& a) {
+         return nnx::matmul(nnx::select(a[0], 0, 0), nnx::transpose(a[0], 0, 1));
+       }},
+      {"vector_right", [](const Args& a) { return nnx::matmul(a[0], nnx::select(a[0], 0, 0)); }},
   };
   return table;
 }

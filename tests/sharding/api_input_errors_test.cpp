@@ -1,9 +1,9 @@
 // Bad input to the sharding API, each an error on every rank naming what is wrong and the fix,
 // or JAX's value: a loss off the model's mesh, an integer loss, null meshes, set_sharding on
 // values, gather of an abstract array, members given different ppermute pairs, labels outside
-// the classes on a mesh, reshape sizes below -1, processes whose tensors differ in shape where
-// the API assumes they agree, and (in debug mode) shard_map outputs that are not replicated as
-// their out specs say.
+// the classes on a mesh, negative integer powers, reshape sizes below -1, processes whose
+// tensors differ in shape where the API assumes they agree, and (in debug mode) shard_map
+// outputs that are not replicated as their out specs say.
 #include "../catch_after_torch.h"
 
 #include "sharding_test_util.h"
@@ -94,6 +94,19 @@ TEST_CASE("labels outside the classes give NaN on a mesh, as optax, on every ran
       nnx::gather(nnx::softmax_cross_entropy_with_integer_labels(logits, placed));
   CHECK(std::isnan(each[2 * n - 1].item<double>()));
   CHECK(torch::isfinite(each.slice(0, 0, 2 * n - 1)).all().item<bool>());
+}
+
+TEST_CASE("integers raised to a negative whole power are an error naming the fix, as in JAX") {
+  const nnx::Array ints(torch::tensor({1, 2, 3}, torch::kInt));
+  CHECK_THROWS_WITH(nnx::power(ints, -1.0),
+                    Contains("[power] int32 values cannot be raised to the negative power -1") &&
+                        Contains("nnx::astype(x, at::kFloat)"));
+  CHECK_THROWS_WITH(nnx::power(nnx::Array(torch::ones({2}, torch::kBool)), -2.0),
+                    Contains("negative power"));
+  // A fractional negative power promotes, as jnp.power(x, -0.5); floats take any power.
+  CHECK(torch::allclose(nnx::power(ints, -0.5).local(), torch::tensor({1.0, 2.0, 3.0}).rsqrt()));
+  CHECK(torch::equal(nnx::power(nnx::astype(ints, at::kFloat), -1.0).local(),
+                     torch::tensor({1.0f, 0.5f, 1.0f / 3})));
 }
 
 TEST_CASE("reshape sizes below -1, or a -1 beside a 0, are errors naming the shapes") {
