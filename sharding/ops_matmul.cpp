@@ -8,6 +8,7 @@
 
 #include <torch/types.h>
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -41,8 +42,14 @@ Array adapted_matmul(const Array& a0, const Array& b0) {
   if (type == at::kBool)
     return not_equal(matmul(astype(a0, at::kFloat), astype(b0, at::kFloat)), 0.0);
   if (a0.dtype() != type || b0.dtype() != type) return matmul(astype(a0, type), astype(b0, type));
-  NNX_CHECK(a0.ndim() >= 1 && b0.ndim() >= 1, "needs arrays of rank >= 1, got {} and {}",
-            shape_str(a0), shape_str(b0));
+  // Errors name matmul and the shapes given, not this helper and the reshaped ones.
+  if (a0.ndim() == 0 || b0.ndim() == 0)
+    throw_error("matmul", fmt::format("needs arrays of rank >= 1, got {} and {}", shape_str(a0),
+                                      shape_str(b0)));
+  const int64_t k = a0.shape().back(), k_b = b0.shape()[std::max<int64_t>(b0.ndim() - 2, 0)];
+  if (k != k_b)
+    throw_error("matmul", fmt::format("inner dims differ: {} @ {} ({} vs {})", shape_str(a0),
+                                      shape_str(b0), k, k_b));
   const Array a = a0.ndim() == 1 ? reshape(a0, {1, a0.shape()[0]}) : a0;
   const Array b = b0.ndim() == 1 ? reshape(b0, {b0.shape()[0], 1}) : b0;
   const Array y = matmul(a, b);

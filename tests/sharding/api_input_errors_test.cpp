@@ -109,6 +109,17 @@ TEST_CASE("integers raised to a negative whole power are an error naming the fix
                      torch::tensor({1.0f, 0.5f, 1.0f / 3})));
 }
 
+TEST_CASE("a vector operand of matmul whose size differs from the inner dim is named as given") {
+  const nnx::Array vector(torch::ones({5})), matrix(torch::ones({4, 3}));
+  CHECK_THROWS_WITH(nnx::matmul(vector, matrix),
+                    Contains("[matmul] inner dims differ: (5,) @ (4, 3) (5 vs 4)"));
+  CHECK_THROWS_WITH(nnx::matmul(nnx::Array(torch::ones({3, 4})), vector),
+                    Contains("[matmul] inner dims differ: (3, 4) @ (5,) (4 vs 5)"));
+  CHECK_THROWS_WITH(nnx::matmul(nnx::Array(torch::tensor(2.0f)), vector),
+                    Contains("[matmul] needs arrays of rank >= 1"));
+  CHECK(nnx::matmul(vector, nnx::Array(torch::ones({5, 2}))).shape() == nnx::Shape{2});
+}
+
 TEST_CASE("reshape sizes below -1, or a -1 beside a 0, are errors naming the shapes") {
   const nnx::Array four(torch::ones({4}));
   CHECK_THROWS_WITH(nnx::reshape(four, {-2, -2}),
