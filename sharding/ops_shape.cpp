@@ -1,6 +1,6 @@
 // Shape ops. Rule for reshape: a split dim keeps its axes when it leads its group of merged or
-// split dims (its blocks stay contiguous); other split dims are gathered first, counted as a
-// fallback. transpose permutes the layout; concatenate needs its dim whole.
+// split dims, size-1 dims aside (its blocks stay contiguous); other split dims are gathered
+// first, counted as a fallback. transpose permutes the layout; concatenate needs its dim whole.
 #include <nnx/core/error.h>
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/detail/ops_common.h>
@@ -18,6 +18,13 @@ int64_t ways(const Mesh& mesh, const Axes& axes) {
   int64_t n = 1;
   for (const auto& a : axes) n *= mesh.axis_size(a);
   return n;
+}
+
+// The first dim in [begin, end) of `shape` whose size is not 1 (begin if none is).
+size_t leading_non_unit(const Shape& shape, size_t begin, size_t end) {
+  for (size_t d = begin; d < end; ++d)
+    if (shape[d] != 1) return d;
+  return begin;
 }
 
 }  // namespace
@@ -60,13 +67,17 @@ Array reshape(const Array& a, Shape shape) {
       if (pi < po) pi *= a.shape()[i++];
       else po *= shape[o++];
     }
-    // The leading input dim's axes move to the leading output dim when its blocks stay whole.
-    for (size_t d = i0 + 1; d < i; ++d) keep[d].clear();
-    if (i0 < i && o0 < o && !in[i0].empty()) {
+    // The leading input dim's axes move to the leading output dim when its blocks stay whole;
+    // size-1 dims lead nothing ([k] -> [1, k] keeps k's split).
+    const size_t lead_in = leading_non_unit(a.shape(), i0, i);
+    const size_t lead_out = leading_non_unit(shape, o0, o);
+    for (size_t d = i0; d < i; ++d)
+      if (d != lead_in) keep[d].clear();
+    if (i0 < i && o0 < o && !in[lead_in].empty()) {
       // The block is a contiguous run of the group, a block of the leading output dim when
       // that dim splits as many ways.
-      if (shape[o0] % ways(*a.mesh(), in[i0]) == 0) out[o0] = in[i0];
-      else keep[i0].clear();
+      if (shape[lead_out] % ways(*a.mesh(), in[lead_in]) == 0) out[lead_out] = in[lead_in];
+      else keep[lead_in].clear();
     }
   }
   Array x = a;

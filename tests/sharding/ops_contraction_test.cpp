@@ -199,6 +199,30 @@ TEST_CASE("reshape keeps a sharded leading dim: [8, 4, 6] -> [32, 6] and [8, 24]
       }
 }
 
+TEST_CASE("reshape keeps a sharded dim when size-1 dims come before it: [8] -> [1, 8] and back",
+          "[ranks2][ranks4][ranks8]") {
+  const auto vector = normal_values({8}, 63), row = normal_values({1, 8}, 64);
+  const auto matrix = normal_values({8, 24}, 65), slab = normal_values({8, 1, 24}, 66);
+  struct Case {
+    const at::Tensor& x;
+    nnx::Shape to;
+    int64_t from_dim, to_dim;  // the split dim, before and after
+  };
+  for (const auto& c : {Case{vector, {1, 8}, 0, 1}, Case{row, {8}, 1, 0},
+                        Case{vector, {1, 1, 8}, 0, 2}, Case{matrix, {8, 1, 24}, 1, 2},
+                        Case{slab, {8, 24}, 2, 1}, Case{slab, {1, 8, 24}, 0, 1}})
+    for (const auto& mesh : op_meshes())
+      for (const auto& in : layouts(c.x, *mesh, {.tuples = true, .dims = {c.from_dim}})) {
+        INFO("reshape " << c.x.sizes() << " to " << nnx::to_string(c.to));
+        nnx::RedistributeCounts counts;
+        auto result = check_unary(
+            mesh, in, counted(counts, [&](const Array& a) { return nnx::reshape(a, c.to); }),
+            [&](const at::Tensor& t) { return t.reshape(c.to); });
+        CHECK(counts.collectives() == 0);
+        if (result.out.defined()) CHECK(result.out.spec()[c.to_dim] == in.spec[c.from_dim]);
+      }
+}
+
 TEST_CASE("flatten merges dims around a sharded leading dim", "[ranks2][ranks4][ranks8]") {
   const auto x = normal_values({8, 4, 6}, 52);
   struct Case {
