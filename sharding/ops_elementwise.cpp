@@ -3,11 +3,11 @@
 #include <nnx/core/error.h>
 #include <nnx/sharding/ops.h>
 #include <nnx/sharding/detail/elementwise.h>
+#include <nnx/sharding/detail/exact_gelu.h>
 #include <nnx/sharding/detail/jax_gradients.h>
 
 #include <torch/types.h>
 
-#include <numbers>
 
 namespace nnx {
 
@@ -67,13 +67,12 @@ Array relu(const Array& a) {
     return x.scalar_type() == at::kBool ? x.to(at::kLong) : x.relu();
   });
 }
-// The exact form as JAX computes it, x/2 erfc(-x/sqrt(2)): LibTorch's kernel, x/2 (1 + erf), loses
-// the negative tail in float32 (relative error 1e-4 at x = -3).
+// The exact form as JAX computes it (exact_gelu.h): LibTorch's kernel, x/2 (1 + erf), loses the
+// negative tail in float32 (relative error 1e-4 at x = -3).
 Array gelu(const Array& a, bool approximate) {
   return unary(a, false, [approximate](const at::Tensor& x) {
     const at::Tensor f = as_floating(x);
-    if (approximate) return torch::gelu(f, "tanh");
-    return 0.5 * f * torch::erfc(f * (-std::numbers::sqrt2 / 2));
+    return approximate ? torch::gelu(f, "tanh") : exact_gelu(f);
   });
 }
 Array silu(const Array& a) {

@@ -1,5 +1,7 @@
 // Elementwise ops, reductions, softmax, dropout and with_sharding_constraint on every test mesh
 // and layout: values and gradients equal LibTorch autograd on the whole tensors, no fallback.
+#include <torch/csrc/autograd/autograd.h>
+
 #include "../catch_after_torch.h"
 
 #include "ops_test_util.h"
@@ -423,6 +425,39 @@ TEST_CASE("abs, clip, maximum and minimum take JAX's gradient at their kinks, wh
   CHECK(torch::equal(z.grad(), torch::tensor({0.5, 1.0}, torch::kDouble)));
   const Array larger = nnx::maximum(Array(torch::tensor({-3, 4})), Array(torch::tensor({2, 2})));
   CHECK(torch::equal(larger.local(), torch::tensor({2, 4})));
+}
+
+TEST_CASE("the exact gelu's values, gradients and second derivatives are those of JAX's formula "
+          "x/2 erfc(-x/sqrt(2)) differentiated by LibTorch, bit for bit, in every floating "
+          "dtype") {
+  // The formula as LibTorch's autograd runs it, op by op.
+  auto composite = [](const at::Tensor& x) {
+    return 0.5 * x * torch::erfc(x * (-std::sqrt(2.0) / 2));
+  };
+  // One chunk; several, the last one short; and a transposed (strided) input.
+  const auto small = normal_values({64}, 17) * 3, large = normal_values({300, 1000}, 19) * 3;
+  for (const auto& whole : {small, large, large.t()})
+    for (const auto dtype : {torch::kFloat, torch::kDouble, torch::kBFloat16, torch::kHalf}) {
+      INFO(nnx::dtype_name(dtype) << " " << whole.sizes());
+      const auto values = whole.to(dtype);
+      const auto x = values.clone().requires_grad_(), x_ref = values.clone().requires_grad_();
+      const auto y = nnx::gelu(Array(x), false).local(), y_ref = composite(x_ref);
+      CHECK(torch::equal(y, y_ref));
+      CHECK(y.grad_fn()->next_edges().size() == 1);  // one node, keeping x alone
+      const auto cotangent = positive_values(whole.sizes().vec(), 18).to(dtype);
+      const auto g_ref = torch::autograd::grad({y_ref}, {x_ref}, {cotangent}, true, true)[0];
+      // A first derivative alone (the node's own loop), then one to differentiate again.
+      CHECK(torch::equal(torch::autograd::grad({y}, {x}, {cotangent}, true)[0], g_ref));
+      const auto g = torch::autograd::grad({y}, {x}, {cotangent}, true, true)[0];
+      CHECK(torch::equal(g, g_ref));
+      // The backward pass is differentiable, to the formula's second derivative.
+      const auto h = torch::autograd::grad({g.sum()}, {x})[0];
+      CHECK(torch::equal(h, torch::autograd::grad({g_ref.sum()}, {x_ref})[0]));
+    }
+  // Without autograd: the same values, and integers in float32.
+  const auto ints = torch::tensor({-3, 0, 2});
+  CHECK(torch::equal(nnx::gelu(Array(ints), false).local(), composite(ints.to(torch::kFloat))));
+  CHECK(torch::equal(nnx::gelu(Array(large), false).local(), composite(large)));
 }
 
 TEST_CASE("softmax and log_softmax over sharded and unsharded dims are exact",
