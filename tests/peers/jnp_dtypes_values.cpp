@@ -6,6 +6,7 @@
 // the [4, 6] inputs are split by rows. Rank 0 writes each case's value as DIR/<TAG>_<case>.bin
 // and DIR/<TAG>_results.json: per case its dtype and shape, or the error nnx threw.
 #include "rank_agreement.h"
+#include "peer_run.h"
 #include "raw_files.h"
 
 #include <nnx/nnx.h>
@@ -136,13 +137,9 @@ const std::map<std::string, Op>& ops() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    fmt::print(stderr, "usage: jnp_dtypes_values DIR TAG\n");
-    return 2;
-  }
-  const std::string dir = argv[1], tag = argv[2];
-  json spec;
-  std::ifstream(dir + "/inputs.json") >> spec;
+  const auto run = nnx_peers::read_peer_run(argc, argv, "jnp_dtypes_values");
+  if (!run) return 2;
+  const auto& [dir, tag, spec] = *run;
   const int n = nnx::world_size();
   auto mesh = nnx::make_mesh({n}, {"a"});
   std::map<std::string, Array> placed;

@@ -7,6 +7,7 @@
 // inputs.json lists under linear_loss, as DIR/<TAG>_<round>_<case>_value.bin and
 // ..._grad_<input>.bin.
 #include "rank_agreement.h"
+#include "peer_run.h"
 #include "raw_files.h"
 
 #include <nnx/nnx.h>
@@ -17,7 +18,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -213,13 +213,9 @@ nnx::PartitionSpec spec_for(const std::vector<SpecEntry>& round, const std::vect
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    fmt::print(stderr, "usage: jnp_ops_values DIR TAG\n");
-    return 2;
-  }
-  const std::string dir = argv[1], tag = argv[2];
-  json spec;
-  std::ifstream(dir + "/inputs.json") >> spec;
+  const auto run = nnx_peers::read_peer_run(argc, argv, "jnp_ops_values");
+  if (!run) return 2;
+  const auto& [dir, tag, spec] = *run;
   const int n = nnx::world_size();
   auto mesh = nnx::make_mesh({n >= 4 ? 2 : 1, n >= 4 ? n / 2 : n}, {"a", "b"});
   for (size_t round = 0; round < kRounds.size(); ++round) {

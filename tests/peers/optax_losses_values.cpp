@@ -4,6 +4,7 @@
 // gradient of their sum with respect to the first input as DIR/<TAG>_<loss>_{value,grad}.bin
 // (rank 0). On several ranks the inputs' rows are split over the mesh.
 #include "rank_agreement.h"
+#include "peer_run.h"
 #include "raw_files.h"
 
 #include <nnx/nnx.h>
@@ -13,7 +14,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -54,13 +54,9 @@ const std::map<std::string, Loss>& losses() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    fmt::print(stderr, "usage: optax_losses_values DIR TAG\n");
-    return 2;
-  }
-  const std::string dir = argv[1], tag = argv[2];
-  json spec;
-  std::ifstream(dir + "/inputs.json") >> spec;
+  const auto run = nnx_peers::read_peer_run(argc, argv, "optax_losses_values");
+  if (!run) return 2;
+  const auto& [dir, tag, spec] = *run;
   auto mesh = nnx::make_mesh({nnx::world_size()}, {"x"});
   auto input = [&](const std::string& name) {
     const json& in = spec["inputs"][name];

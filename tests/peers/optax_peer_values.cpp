@@ -4,6 +4,7 @@
 // DIR/out_TAG_<case>_<name>.bin (rank 0). On several ranks the kernel is split over the mesh and
 // the bias keeps its optimizer state sharded (ZeRO), so the fused step runs on blocks.
 #include "rank_agreement.h"
+#include "peer_run.h"
 #include "raw_files.h"
 
 #include <nnx/nnx.h>
@@ -13,7 +14,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <map>
 #include <string>
 
@@ -75,13 +75,9 @@ optim::GradientTransformation optimizer(const json& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    fmt::print(stderr, "usage: optax_peer_values DIR TAG\n");
-    return 2;
-  }
-  const std::string dir = argv[1], tag = argv[2];
-  json spec;
-  std::ifstream(dir + "/cases.json") >> spec;
+  const auto run = nnx_peers::read_peer_run(argc, argv, "optax_peer_values", "cases.json");
+  if (!run) return 2;
+  const auto& [dir, tag, spec] = *run;
   const auto dtype = spec["dtype"] == "float64"    ? torch::kDouble
                      : spec["dtype"] == "bfloat16" ? torch::kBFloat16
                      : spec["dtype"] == "float16"  ? torch::kHalf
