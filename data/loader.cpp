@@ -162,7 +162,9 @@ std::map<std::string, at::Tensor> DataLoader::read_local(int64_t epoch, int64_t 
 
 Batch DataLoader::to_batch(std::map<std::string, at::Tensor> rows, int64_t epoch,
                            int64_t step) const {
-  Batch batch{.epoch = epoch, .step = step};
+  Batch batch;
+  batch.epoch = epoch;
+  batch.step = step;
   for (auto& [name, local] : rows) {
     Array placed = options_.sharding
         ? make_array_from_process_local_data({options_.sharding->mesh,
