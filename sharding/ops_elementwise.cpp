@@ -5,6 +5,7 @@
 #include <nnx/sharding/detail/elementwise.h>
 #include <nnx/sharding/detail/exact_gelu.h>
 #include <nnx/sharding/detail/jax_gradients.h>
+#include <nnx/sharding/detail/silu_node.h>
 
 #include <torch/types.h>
 
@@ -75,8 +76,11 @@ Array gelu(const Array& a, bool approximate) {
     return approximate ? torch::gelu(f, "tanh") : exact_gelu(f);
   });
 }
+// x * sigmoid(x), as jax.nn.silu (LibTorch's kernel, x / (1 + e^-x), rounds otherwise).
 Array silu(const Array& a) {
-  return unary(a, false, [](const at::Tensor& x) { return x * x.sigmoid(); });
+  return unary(a, false, [](const at::Tensor& x) {
+    return at::isFloatingType(x.scalar_type()) ? silu_node(x) : x * x.sigmoid();
+  });
 }
 Array sigmoid(const Array& a) {
   return unary(a, false, [](const at::Tensor& x) { return x.sigmoid(); });
