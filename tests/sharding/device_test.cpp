@@ -73,6 +73,36 @@ TEST_CASE("a CUDA tensor round-trips through an Array", "[gpu]") {
   CHECK(torch::equal(nnx::relu(a - 5).local().cpu(), (host - 5).relu()));
 }
 
+TEST_CASE("the exact gelu and silu nodes on CUDA give the composites' values and gradients there",
+          "[gpu]") {
+  if (nnx::cuda_device_count() == 0) {
+    WARN("no CUDA device: skipped");
+    return;
+  }
+  torch::manual_seed(4);
+  const auto values = torch::randn({300, 1000}).to(torch::kCUDA) * 3;
+  const auto cotangent = torch::rand({300, 1000}).to(torch::kCUDA);
+  auto gelu = [](const torch::Tensor& x) {
+    return 0.5 * x * torch::erfc(x * (-std::sqrt(2.0) / 2));
+  };
+  auto silu = [](const torch::Tensor& x) { return x * x.sigmoid(); };
+  for (const bool exact_gelu : {true, false}) {
+    INFO((exact_gelu ? "gelu(exact)" : "silu"));
+    for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+      const auto x = values.to(dtype).clone().requires_grad_();
+      const auto x_ref = values.to(dtype).clone().requires_grad_();
+      const nnx::Array a(x);
+      const auto y = (exact_gelu ? nnx::gelu(a, false) : nnx::silu(a)).local();
+      const auto y_ref = exact_gelu ? gelu(x_ref) : silu(x_ref);
+      CHECK(y.is_cuda());
+      CHECK(torch::equal(y, y_ref));
+      y.backward(cotangent.to(dtype));
+      y_ref.backward(cotangent.to(dtype));
+      CHECK(torch::equal(x.grad(), x_ref.grad()));
+    }
+  }
+}
+
 TEST_CASE("attention on CUDA (fused kernels) equals the CPU's, causal or not, any lengths",
           "[gpu]") {
   if (nnx::cuda_device_count() == 0) {
