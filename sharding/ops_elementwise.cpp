@@ -9,7 +9,6 @@
 
 #include <torch/types.h>
 
-
 namespace nnx {
 
 namespace {

@@ -20,10 +20,11 @@ int64_t ways(const Mesh& mesh, const Axes& axes) {
   return n;
 }
 
-// The first dim in [begin, end) of `shape` whose size is not 1 (begin if none is).
-size_t leading_non_unit(const Shape& shape, size_t begin, size_t end) {
+// The first dim in [begin, end) of `shape` whose size is not 1, or that is split (`axes`, when
+// given: over a mesh axis of size 1); begin if none is.
+size_t leading_dim(const Shape& shape, size_t begin, size_t end, const DimAxes* axes = nullptr) {
   for (size_t d = begin; d < end; ++d)
-    if (shape[d] != 1) return d;
+    if (shape[d] != 1 || (axes != nullptr && !(*axes)[d].empty())) return d;
   return begin;
 }
 
@@ -69,8 +70,8 @@ Array reshape(const Array& a, Shape shape) {
     }
     // The leading input dim's axes move to the leading output dim when its blocks stay whole;
     // size-1 dims lead nothing ([k] -> [1, k] keeps k's split).
-    const size_t lead_in = leading_non_unit(a.shape(), i0, i);
-    const size_t lead_out = leading_non_unit(shape, o0, o);
+    const size_t lead_in = leading_dim(a.shape(), i0, i, &in);
+    const size_t lead_out = leading_dim(shape, o0, o);
     for (size_t d = i0; d < i; ++d)
       if (d != lead_in) keep[d].clear();
     if (i0 < i && o0 < o && !in[lead_in].empty()) {

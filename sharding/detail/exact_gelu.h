@@ -7,7 +7,7 @@
 
 namespace nnx::detail {
 
-// x floating; without autograd, the plain ops.
+// x floating; without autograd, its values alone.
 at::Tensor exact_gelu(const at::Tensor& x);
 
 }  // namespace nnx::detail

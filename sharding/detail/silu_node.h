@@ -7,7 +7,7 @@
 
 namespace nnx::detail {
 
-// x floating; without autograd, the plain ops.
+// x floating; without autograd, its values alone.
 at::Tensor silu_node(const at::Tensor& x);
 
 }  // namespace nnx::detail

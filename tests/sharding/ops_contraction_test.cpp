@@ -210,7 +210,8 @@ TEST_CASE("reshape keeps a sharded dim when size-1 dims come before it: [8] -> [
   };
   for (const auto& c : {Case{vector, {1, 8}, 0, 1}, Case{row, {8}, 1, 0},
                         Case{vector, {1, 1, 8}, 0, 2}, Case{matrix, {8, 1, 24}, 1, 2},
-                        Case{slab, {8, 24}, 2, 1}, Case{slab, {1, 8, 24}, 0, 1}})
+                        Case{slab, {8, 24}, 2, 1}, Case{slab, {1, 8, 24}, 0, 1},
+                        Case{row, {8}, 0, 0}})  // a size-1 dim split over a size-1 mesh axis
     for (const auto& mesh : op_meshes())
       for (const auto& in : layouts(c.x, *mesh, {.tuples = true, .dims = {c.from_dim}})) {
         INFO("reshape " << c.x.sizes() << " to " << nnx::to_string(c.to));
